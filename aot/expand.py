@@ -1,0 +1,138 @@
+"""Expand the declared signature grids into the list of variants to compile, in selection order."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .spec import ALIGNED_AND_FALLBACK, ALIGNED_ONLY, Config, Kernel, Target, identifiers
+
+GRID_BUILTINS = {"cdiv", "min", "max", "NUM_SMS"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled binary: a kernel at one target, key values, config and alignment."""
+
+    kernel: Kernel
+    source: Path  # the kernels_src file the kernel lives in
+    target: Target
+    dtypes: tuple[tuple[str, str], ...]  # dtype axis -> Triton dtype
+    keys: tuple[tuple[str, Any], ...]  # constexpr axis -> value
+    config: Config
+    aligned: bool
+
+    @property
+    def constexprs(self) -> dict[str, Any]:
+        return {**dict(self.keys), **dict(self.config.constexprs)}
+
+    def signature(self) -> dict[str, str]:
+        """The ASTSource signature: every parameter of the Triton function in order."""
+        dtypes = dict(self.dtypes)
+        types = {}
+        for a in self.kernel.args:
+            base = a.type.lstrip("*")
+            star = "*" if a.is_pointer else ""
+            types[a.name] = star + dtypes.get(base, base)
+        constexprs = self.constexprs
+        sig = {}
+        for name in self.kernel.fn.arg_names:
+            if name in types:
+                sig[name] = types[name]
+            elif name in constexprs:
+                sig[name] = "constexpr"
+            else:
+                raise ValueError(f"{self.kernel.name}: parameter {name} is neither an argument nor a constexpr")
+        return sig
+
+    def attrs(self) -> dict[tuple[int, ...], list]:
+        if not self.aligned:
+            return {}
+        names = list(self.kernel.fn.arg_names)
+        return {(names.index(a.name),): [["tt.divisibility", 16]] for a in self.kernel.args if a.aligned}
+
+    def aligned_args(self) -> list[str]:
+        return [a.name for a in self.kernel.args if a.aligned] if self.aligned else []
+
+    def label(self) -> str:
+        parts = [self.kernel.name, self.target.name]
+        parts += [v for _, v in self.dtypes]
+        parts += [f"{k}={v}" for k, v in self.keys]
+        parts += [f"{k}={v}" for k, v in self.config.constexprs.items()]
+        parts += [f"w{self.config.num_warps}s{self.config.num_stages}"]
+        if self.aligned:
+            parts.append("aligned")
+        return "/".join(str(p) for p in parts)
+
+
+def load_kernels(directory: Path) -> list[tuple[Path, Kernel]]:
+    """Import every kernels_src file and collect its KERNELS list."""
+    found = []
+    for path in sorted(directory.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        module = import_file(path)
+        for kernel in getattr(module, "KERNELS", ()):
+            kernel.validate()
+            found.append((path, kernel))
+    names = [k.name for _, k in found]
+    duplicated = {n for n in names if names.count(n) > 1}
+    if duplicated:
+        raise ValueError(f"kernel names must be unique across kernels_src: {sorted(duplicated)}")
+    return found
+
+
+def import_file(path: Path):
+    name = f"kernels_src.{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Variant]:
+    variants = []
+    for source, kernel in kernels:
+        check_expressions(kernel)
+        dtype_axes, const_axes = kernel.dtype_axes(), kernel.constexpr_axes()
+        has_hints = any(a.aligned for a in kernel.args)
+        alignments = [True] if kernel.aligned == ALIGNED_ONLY else [True, False]
+        if not has_hints:
+            alignments = [False]
+        elif kernel.aligned not in (ALIGNED_ONLY, ALIGNED_AND_FALLBACK):
+            raise ValueError(f"{kernel.name}: aligned must be 'only' or 'both'")
+        for target in targets:
+            if not kernel.targets(target):
+                continue
+            axes = dtype_axes + const_axes
+            for values in itertools.product(*(kernel.keys[a] for a in axes)):
+                key_values = dict(zip(axes, values))
+                dtypes = tuple((a, key_values[a]) for a in dtype_axes)
+                keys = tuple((a, key_values[a]) for a in const_axes)
+                for config in kernel.configs_for(target, key_values):
+                    for aligned in alignments:
+                        variants.append(Variant(kernel, source, target, dtypes, keys, config, aligned))
+    return variants
+
+
+def check_expressions(kernel: Kernel) -> None:
+    """Grid and predicate expressions may only name integer arguments, constexprs and the builtins."""
+    consts = set(kernel.constexpr_axes())
+    allowed = kernel.int_names() | GRID_BUILTINS
+    for expr in kernel.grid:
+        unknown = identifiers(str(expr)) - allowed - consts - constexpr_names_of(kernel)
+        if unknown:
+            raise ValueError(f"{kernel.name}: grid expression {expr!r} names unknown {sorted(unknown)}")
+
+
+def constexpr_names_of(kernel: Kernel) -> set[str]:
+    """Constexpr parameter names of the Triton function (config constexprs are among them)."""
+    runtime = {a.name for a in kernel.args}
+    return {n for n in kernel.fn.arg_names if n not in runtime}

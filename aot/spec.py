@@ -1,0 +1,168 @@
+"""The vocabulary a kernels_src file uses to declare the signature grid of its kernels.
+
+A `Kernel` names a Triton function, its runtime arguments, the axes the runtime selects on (dtypes and
+constexpr values), the configs compiled per target, and its launch grid as C expressions. The generator
+expands the grid into variants; the runtime selects among them from generated tables. Nothing here knows
+about any particular op.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+# Triton scalar types an argument may have; "*T" / "T" name a dtype axis instead.
+SCALAR_TYPES = ("i32", "i64", "fp32")
+DTYPES = ("fp16", "bf16", "fp32")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One compilation target: a backend and an architecture (`cuda:80`, `cuda:90`, later `hip:gfx942`)."""
+
+    backend: str
+    arch: Union[int, str]
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        backend, _, arch = text.partition(":")
+        if backend not in ("cuda", "hip") or not arch:
+            raise ValueError(f"target {text!r}: expected 'cuda:<sm>' or 'hip:<gfx>'")
+        return cls(backend, int(arch) if backend == "cuda" else arch)
+
+    @property
+    def name(self) -> str:
+        return f"sm_{self.arch}" if self.backend == "cuda" else str(self.arch)
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.arch}"
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A runtime argument. `type` is a Triton type ("*fp32", "i64") or refers to a dtype axis ("*T").
+
+    `aligned` says the argument may be compiled with a divisibility-by-16 hint (16-byte aligned pointer,
+    integer multiple of 16); the runtime checks the hint before choosing such a variant.
+    """
+
+    name: str
+    type: str
+    aligned: bool = False
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.type.startswith("*")
+
+
+def ptr(name: str, dtype: str, aligned: bool = True) -> Arg:
+    return Arg(name, "*" + dtype, aligned)
+
+
+def i32(name: str, aligned: bool = False) -> Arg:
+    return Arg(name, "i32", aligned)
+
+
+def i64(name: str, aligned: bool = False) -> Arg:
+    return Arg(name, "i64", aligned)
+
+
+def f32(name: str) -> Arg:
+    return Arg(name, "fp32")
+
+
+@dataclass(frozen=True)
+class Config:
+    """One compiled config: constexpr values, warps, stages, and an optional C predicate `when` over the
+    runtime integer arguments and constexprs that must hold for the runtime to pick it (first match wins)."""
+
+    constexprs: Mapping[str, Any] = field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 3
+    when: str = ""
+
+
+ConfigSource = Union[Sequence[Config], Callable[[Target, Mapping[str, Any]], Sequence[Config]]]
+
+ALIGNED_ONLY = "only"  # compile only the hinted variant; the op layer guarantees the hints
+ALIGNED_AND_FALLBACK = "both"  # hinted variant first, unhinted fallback for anything else
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A Triton kernel and the grid of signatures compiled for it.
+
+    fn:      the @triton.jit function.
+    op:      the public op it serves (recorded in the manifest).
+    args:    runtime arguments in the kernel's order; constexpr parameters are not listed here.
+    keys:    selection axes, each with the values compiled. A key named in an argument type ("*T") is a dtype
+             axis (values from DTYPES); any other key is a constexpr passed to the kernel.
+    grid:    three C expressions over the integer arguments, the grid arguments, the constexprs and NUM_SMS;
+             `cdiv`, `min` and `max` are available. Evaluated in 64-bit.
+    configs: a list of Config, or a function (target, key values) -> list of Config.
+    aligned: ALIGNED_AND_FALLBACK or ALIGNED_ONLY (see above); irrelevant when no argument is `aligned`.
+    targets: a predicate on Target to leave out targets the kernel cannot serve (default: all).
+    grid_args: integer values the op passes for the grid and predicates only (not kernel parameters).
+    """
+
+    fn: Any
+    op: str
+    args: Sequence[Arg]
+    keys: Mapping[str, Sequence[Any]]
+    grid: Sequence[str]
+    configs: ConfigSource
+    aligned: str = ALIGNED_AND_FALLBACK
+    targets: Callable[[Target], bool] = lambda target: True
+    grid_args: Sequence[Arg] = ()
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+    def int_names(self) -> set[str]:
+        """Integer values grid and predicate expressions may use."""
+        return {a.name for a in list(self.args) + list(self.grid_args) if a.type in ("i32", "i64")}
+
+    def dtype_axes(self) -> list[str]:
+        used = {a.type.lstrip("*") for a in self.args}
+        return [k for k in self.keys if k in used]
+
+    def constexpr_axes(self) -> list[str]:
+        return [k for k in self.keys if k not in self.dtype_axes()]
+
+    def configs_for(self, target: Target, key_values: Mapping[str, Any]) -> list[Config]:
+        source = self.configs
+        return list(source(target, key_values) if callable(source) else source)
+
+    def validate(self) -> None:
+        if len(self.grid) != 3:
+            raise ValueError(f"{self.name}: grid needs three expressions")
+        names = [a.name for a in self.args] + [a.name for a in self.grid_args]
+        if any(a.type not in ("i32", "i64") for a in self.grid_args):
+            raise ValueError(f"{self.name}: grid arguments must be integers")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate argument names")
+        jit_names = list(getattr(self.fn, "arg_names", names))
+        for axis in self.dtype_axes():
+            bad = [v for v in self.keys[axis] if v not in DTYPES]
+            if bad:
+                raise ValueError(f"{self.name}: dtype axis {axis} has unknown dtypes {bad}")
+        for a in self.args:
+            base = a.type.lstrip("*")
+            if base not in SCALAR_TYPES + DTYPES and base not in self.keys:
+                raise ValueError(f"{self.name}: argument {a.name} has unknown type {a.type}")
+            if a.name not in jit_names:
+                raise ValueError(f"{self.name}: {a.name} is not a parameter of the kernel")
+        for axis in self.constexpr_axes():
+            if axis not in jit_names:
+                raise ValueError(f"{self.name}: key {axis} is not a parameter of the kernel")
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def identifiers(expr: str) -> set[str]:
+    """Names an expression refers to (used to check grid and predicate expressions)."""
+    return set(_IDENT.findall(expr))
