@@ -1,0 +1,275 @@
+/* The CUDA driver, loaded with dlopen on first use: the library has no link-time dependency on libcuda, so it
+ * loads (and reports why not) on machines without a GPU. cuda.h supplies types and constants only. */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+
+/* The entry points used, resolved by their exported (versioned) names. */
+static struct {
+  CUresult (*init)(unsigned int);
+  CUresult (*get_error_name)(CUresult, const char **);
+  CUresult (*get_error_string)(CUresult, const char **);
+  CUresult (*device_get_count)(int *);
+  CUresult (*device_get)(CUdevice *, int);
+  CUresult (*device_get_attribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*device_get_name)(char *, int, CUdevice);
+  CUresult (*primary_ctx_retain)(CUcontext *, CUdevice);
+  CUresult (*ctx_get_current)(CUcontext *);
+  CUresult (*ctx_get_device)(CUdevice *);
+  CUresult (*ctx_get_id)(CUcontext, unsigned long long *); /* optional (CUDA 12.0) */
+  CUresult (*ctx_push)(CUcontext);
+  CUresult (*ctx_pop)(CUcontext *);
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus *);
+  CUresult (*stream_synchronize)(CUstream);
+  CUresult (*module_load_data)(CUmodule *, const void *);
+  CUresult (*module_unload)(CUmodule);
+  CUresult (*module_get_function)(CUfunction *, CUmodule, const char *);
+  CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*func_load)(CUfunction); /* optional (CUDA 12.4): load now rather than at first launch */
+  CUresult (*mem_alloc_async)(CUdeviceptr *, size_t, CUstream); /* optional (11.2) */
+  CUresult (*mem_free_async)(CUdeviceptr, CUstream);
+  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            CUstream, void **, void **);
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig *, CUfunction, void **, void **); /* optional (11.8) */
+} cu;
+
+static CUdevice *device_handles;
+static CUcontext *primary_contexts;
+
+static xopsaot_status fail_cuda(CUresult r, const char *what) {
+  const char *name = "unknown error", *text = "";
+  if (cu.get_error_name) cu.get_error_name(r, &name);
+  if (cu.get_error_string) cu.get_error_string(r, &text);
+  xopsaot_status status = r == CUDA_ERROR_OUT_OF_MEMORY ? XOPSAOT_ERROR_OUT_OF_MEMORY : XOPSAOT_ERROR_DRIVER;
+  return xo_fail(status, "%s failed: %s (%s)", what, name, text);
+}
+
+#define CHECK(call, what)                 \
+  do {                                    \
+    CUresult r_ = (call);                 \
+    if (r_ != CUDA_SUCCESS) return fail_cuda(r_, what); \
+  } while (0)
+
+static xopsaot_status cuda_init(int *device_count) {
+  const char *path = getenv("XOPSAOT_CUDA_DRIVER");
+  if (!path || !*path) path = "libcuda.so.1";
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return xo_fail(XOPSAOT_ERROR_NO_DRIVER, "the CUDA driver could not be loaded (%s): %s", path, dlerror());
+#define REQUIRE(field, symbol)                                                                     \
+  if (!(*(void **)&cu.field = dlsym(lib, symbol)))                                                 \
+    return xo_fail(XOPSAOT_ERROR_NO_DRIVER, "the CUDA driver %s lacks %s; it is too old", path, symbol);
+#define OPTIONAL(field, symbol) *(void **)&cu.field = dlsym(lib, symbol);
+  REQUIRE(init, "cuInit");
+  REQUIRE(get_error_name, "cuGetErrorName");
+  REQUIRE(get_error_string, "cuGetErrorString");
+  REQUIRE(device_get_count, "cuDeviceGetCount");
+  REQUIRE(device_get, "cuDeviceGet");
+  REQUIRE(device_get_attribute, "cuDeviceGetAttribute");
+  REQUIRE(device_get_name, "cuDeviceGetName");
+  REQUIRE(primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+  REQUIRE(ctx_get_current, "cuCtxGetCurrent");
+  REQUIRE(ctx_get_device, "cuCtxGetDevice");
+  REQUIRE(ctx_push, "cuCtxPushCurrent_v2");
+  REQUIRE(ctx_pop, "cuCtxPopCurrent_v2");
+  REQUIRE(stream_is_capturing, "cuStreamIsCapturing");
+  REQUIRE(stream_synchronize, "cuStreamSynchronize");
+  REQUIRE(module_load_data, "cuModuleLoadData");
+  REQUIRE(module_unload, "cuModuleUnload");
+  REQUIRE(module_get_function, "cuModuleGetFunction");
+  REQUIRE(func_set_attribute, "cuFuncSetAttribute");
+  REQUIRE(launch_kernel, "cuLaunchKernel");
+  OPTIONAL(ctx_get_id, "cuCtxGetId");
+  OPTIONAL(func_load, "cuFuncLoad");
+  OPTIONAL(mem_alloc_async, "cuMemAllocAsync");
+  OPTIONAL(mem_free_async, "cuMemFreeAsync");
+  OPTIONAL(launch_kernel_ex, "cuLaunchKernelEx");
+#undef REQUIRE
+#undef OPTIONAL
+  CUresult r = cu.init(0);
+  if (r != CUDA_SUCCESS) {
+    const char *name = "unknown error", *text = "";
+    cu.get_error_name(r, &name);
+    cu.get_error_string(r, &text);
+    return xo_fail(XOPSAOT_ERROR_NO_DRIVER, "cuInit failed: %s (%s)", name, text);
+  }
+  int count = 0;
+  CHECK(cu.device_get_count(&count), "cuDeviceGetCount");
+  if (count <= 0) return xo_fail(XOPSAOT_ERROR_NO_DRIVER, "the CUDA driver reports no devices");
+  device_handles = calloc((size_t)count, sizeof *device_handles);
+  primary_contexts = calloc((size_t)count, sizeof *primary_contexts);
+  if (!device_handles || !primary_contexts) return xo_fail(XOPSAOT_ERROR_OUT_OF_MEMORY, "out of host memory");
+  for (int i = 0; i < count; ++i) CHECK(cu.device_get(&device_handles[i], i), "cuDeviceGet");
+  *device_count = count;
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status cuda_device_props(int device, xo_device_props *p) {
+  CUdevice d = device_handles[device];
+  int major = 0, minor = 0;
+  CHECK(cu.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d), "cuDeviceGetAttribute");
+  CHECK(cu.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d), "cuDeviceGetAttribute");
+  CHECK(cu.device_get_attribute(&p->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d), "cuDeviceGetAttribute");
+  CHECK(cu.device_get_attribute(&p->smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d),
+        "cuDeviceGetAttribute");
+  CHECK(cu.device_get_name(p->name, (int)sizeof p->name, d), "cuDeviceGetName");
+  p->arch = 10 * major + minor;
+  return XOPSAOT_SUCCESS;
+}
+
+/* Retained once per device, the first time a launch finds no context of that device current. */
+static xopsaot_status primary_context(int device, CUcontext *ctx) {
+  CUcontext c = __atomic_load_n(&primary_contexts[device], __ATOMIC_ACQUIRE);
+  if (!c) {
+    CHECK(cu.primary_ctx_retain(&c, device_handles[device]), "cuDevicePrimaryCtxRetain");
+    CUcontext expected = NULL;
+    if (!__atomic_compare_exchange_n(&primary_contexts[device], &expected, c, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+      c = expected; /* another thread retained it first; the extra reference is harmless */
+  }
+  *ctx = c;
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status cuda_enter(int device, xo_context_ref *ref) {
+  CUcontext current = NULL;
+  CHECK(cu.ctx_get_current(&current), "cuCtxGetCurrent");
+  ref->pushed = 0;
+  if (current) {
+    CUdevice d;
+    if (cu.ctx_get_device(&d) != CUDA_SUCCESS || d != device_handles[device]) current = NULL;
+  }
+  if (!current) {
+    xopsaot_status st = primary_context(device, &current);
+    if (st) return st;
+    CHECK(cu.ctx_push(current), "cuCtxPushCurrent");
+    ref->pushed = 1;
+  }
+  ref->handle = current;
+  ref->id = (uint64_t)(uintptr_t)current;
+  unsigned long long id;
+  if (cu.ctx_get_id && cu.ctx_get_id(current, &id) == CUDA_SUCCESS) ref->id = id;
+  return XOPSAOT_SUCCESS;
+}
+
+static void cuda_leave(const xo_context_ref *ref) {
+  if (ref->pushed) {
+    CUcontext popped;
+    cu.ctx_pop(&popped);
+  }
+}
+
+static xopsaot_status cuda_is_capturing(void *stream, int *capturing) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CHECK(cu.stream_is_capturing((CUstream)stream, &status), "cuStreamIsCapturing");
+  *capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status cuda_load(const void *image, const xo_variant *v, int smem_optin, void **module,
+                                void **function) {
+  if (v->shared > (uint32_t)smem_optin)
+    return xo_fail(XOPSAOT_ERROR_UNSUPPORTED, "%s needs %u bytes of shared memory; this GPU allows %d", v->label,
+                   v->shared, smem_optin);
+  CUmodule mod;
+  CUfunction fn;
+  char what[256];
+  snprintf(what, sizeof what, "cuModuleLoadData(%s)", v->label);
+  CHECK(cu.module_load_data(&mod, image), what);
+  CUresult r = cu.module_get_function(&fn, mod, v->symbol);
+  if (r == CUDA_SUCCESS && v->shared > 48 * 1024)
+    r = cu.func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)v->shared);
+  if (r == CUDA_SUCCESS && v->num_ctas > 8)
+    r = cu.func_set_attribute(fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+  if (r == CUDA_SUCCESS && cu.func_load) r = cu.func_load(fn);
+  if (r != CUDA_SUCCESS) {
+    cu.module_unload(mod);
+    snprintf(what, sizeof what, "loading %s from its module", v->label);
+    return fail_cuda(r, what);
+  }
+  *module = mod;
+  *function = fn;
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status cuda_alloc_async(uint64_t bytes, void *stream, void **ptr) {
+  if (!cu.mem_alloc_async || !cu.mem_free_async)
+    return xo_fail(XOPSAOT_ERROR_NO_DRIVER, "this kernel needs cuMemAllocAsync (CUDA 11.2 or later)");
+  CUdeviceptr p;
+  CHECK(cu.mem_alloc_async(&p, (size_t)bytes, (CUstream)stream), "cuMemAllocAsync (kernel scratch)");
+  *ptr = (void *)(uintptr_t)p;
+  return XOPSAOT_SUCCESS;
+}
+
+static void cuda_free_async(void *ptr, void *stream) {
+  if (ptr) cu.mem_free_async((CUdeviceptr)(uintptr_t)ptr, (CUstream)stream);
+}
+
+static xopsaot_status cuda_launch(void *function, const xo_variant *v, const int64_t grid[3], void *stream,
+                                  void **params) {
+  unsigned threads = 32u * v->num_warps;
+  if (v->num_ctas == 1 && !v->cooperative && !v->pdl) {
+    CHECK(cu.launch_kernel((CUfunction)function, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], threads, 1,
+                           1, v->shared, (CUstream)stream, params, NULL),
+          "cuLaunchKernel");
+    return XOPSAOT_SUCCESS;
+  }
+  if (!cu.launch_kernel_ex) return xo_fail(XOPSAOT_ERROR_NO_DRIVER, "%s needs cuLaunchKernelEx", v->label);
+  CUlaunchAttribute attrs[3];
+  unsigned n = 0;
+  memset(attrs, 0, sizeof attrs);
+  if (v->num_ctas != 1) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = v->num_ctas;
+    attrs[n].value.clusterDim.y = 1;
+    attrs[n].value.clusterDim.z = 1;
+    ++n;
+  }
+  if (v->cooperative) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n++].value.cooperative = 1;
+  }
+  if (v->pdl) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  CUlaunchConfig config;
+  memset(&config, 0, sizeof config);
+  config.gridDimX = (unsigned)grid[0] * v->num_ctas;
+  config.gridDimY = (unsigned)grid[1];
+  config.gridDimZ = (unsigned)grid[2];
+  config.blockDimX = threads;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = v->shared;
+  config.hStream = (CUstream)stream;
+  config.attrs = attrs;
+  config.numAttrs = n;
+  CHECK(cu.launch_kernel_ex(&config, (CUfunction)function, params, NULL), "cuLaunchKernelEx");
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status cuda_synchronize(void *stream) {
+  CHECK(cu.stream_synchronize((CUstream)stream), "cuStreamSynchronize");
+  return XOPSAOT_SUCCESS;
+}
+
+const xo_driver xo_cuda_driver = {
+    .name = "CUDA",
+    .backend = XO_BACKEND_CUDA,
+    .warp_size = 32,
+    .init = cuda_init,
+    .device_props = cuda_device_props,
+    .enter = cuda_enter,
+    .leave = cuda_leave,
+    .is_capturing = cuda_is_capturing,
+    .load = cuda_load,
+    .alloc_async = cuda_alloc_async,
+    .free_async = cuda_free_async,
+    .launch = cuda_launch,
+    .synchronize = cuda_synchronize,
+};

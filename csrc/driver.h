@@ -1,0 +1,45 @@
+/* What the runtime needs from a GPU driver. CUDA implements it (cuda.c); a HIP driver would implement the
+ * same table. Every function returns a status and leaves a message through xo_fail on failure. */
+#ifndef XOPSAOT_DRIVER_H
+#define XOPSAOT_DRIVER_H
+
+#include "runtime.h"
+
+typedef struct xo_device_props {
+  int arch;        /* CUDA: 10 * major + minor */
+  int sm_count;
+  int smem_optin;  /* largest dynamic shared memory a block may opt into */
+  char name[128];
+} xo_device_props;
+
+/* The context a launch runs in, as entered by xo_driver.enter. */
+typedef struct xo_context_ref {
+  void *handle;
+  uint64_t id;  /* unique for the context's lifetime (cuCtxGetId), else the handle */
+  int pushed;   /* enter pushed it; leave pops it */
+} xo_context_ref;
+
+typedef struct xo_driver {
+  const char *name;
+  int backend;
+  int warp_size;
+  /* Load the driver library and initialize it; called once. */
+  xopsaot_status (*init)(int *device_count);
+  xopsaot_status (*device_props)(int device, xo_device_props *props);
+  /* Make a context of `device` current: the caller's current context if it belongs to the device, else the
+   * device's primary context, pushed for the duration of the call. */
+  xopsaot_status (*enter)(int device, xo_context_ref *ctx);
+  void (*leave)(const xo_context_ref *ctx);
+  xopsaot_status (*is_capturing)(void *stream, int *capturing);
+  /* Load `image` into the current context and fetch `symbol`, configured for `shared` bytes of dynamic shared
+   * memory and clusters of num_ctas. */
+  xopsaot_status (*load)(const void *image, const xo_variant *v, int smem_optin, void **module, void **function);
+  xopsaot_status (*alloc_async)(uint64_t bytes, void *stream, void **ptr);
+  void (*free_async)(void *ptr, void *stream);
+  xopsaot_status (*launch)(void *function, const xo_variant *v, const int64_t grid[3], void *stream, void **params);
+  xopsaot_status (*synchronize)(void *stream);
+} xo_driver;
+
+extern const xo_driver xo_cuda_driver XO_INTERNAL;
+
+#endif

@@ -1,0 +1,394 @@
+/* The runtime: errors, devices, the per-context module cache, variant selection and launch.
+ *
+ * Variants are chosen from the generated tables (xk_kernels.c) by the device's binary arch, the key values
+ * the op passes (dtype, head dim, flags), the alignment hints each variant was compiled with, and each
+ * config's predicate. Modules are loaded lazily per (context, variant) behind the context's lock, with a
+ * lock-free fast path; xopsaot_preload loads them all before CUDA graph capture. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+
+/* ---- errors ---- */
+
+static _Thread_local char message[1024];
+static _Thread_local int last_variant = -1;
+
+xopsaot_status xo_fail(xopsaot_status status, const char *fmt, ...) {
+  char buffer[sizeof message];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buffer, sizeof buffer, fmt, ap); /* fmt's arguments may point into `message` */
+  va_end(ap);
+  memcpy(message, buffer, sizeof message);
+  return status;
+}
+
+const char *xopsaot_last_error(void) { return message; }
+int xopsaot_abi_version(void) { return XOPSAOT_ABI_VERSION; }
+const char *xopsaot_built_archs(void) { return xo_built_archs; }
+int xopsaot_variant_count(void) { return xo_n_variants; }
+int xopsaot_last_variant(void) { return last_variant; }
+
+xopsaot_status xopsaot_variant_binary(int index, const void **data, uint64_t *size) {
+  if (index < 0 || index >= xo_n_variants || !data || !size)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "variant %d does not exist (%d variants)", index, xo_n_variants);
+  *data = xo_blob + xo_variants[index].blob_offset;
+  *size = xo_variants[index].blob_size;
+  return XOPSAOT_SUCCESS;
+}
+
+/* ---- driver and devices ---- */
+
+static const xo_driver *const drv = &xo_cuda_driver;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static xopsaot_status init_status;
+static char init_message[1024];
+static int n_devices;
+
+typedef struct xo_device {
+  pthread_mutex_t lock;
+  int ready;
+  xo_device_props props;
+  uint32_t binary_arch; /* arch of the binaries that serve this device; 0: none */
+} xo_device;
+
+static xo_device *devices;
+
+static void init_driver(void) {
+  init_status = drv->init(&n_devices);
+  if (!init_status && !(devices = calloc((size_t)n_devices, sizeof *devices)))
+    init_status = xo_fail(XOPSAOT_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (init_status) {
+    snprintf(init_message, sizeof init_message, "%s", message);
+    return;
+  }
+  for (int i = 0; i < n_devices; ++i) pthread_mutex_init(&devices[i].lock, NULL);
+}
+
+static xopsaot_status driver_ready(void) {
+  pthread_once(&init_once, init_driver);
+  return init_status ? xo_fail(init_status, "%s", init_message) : XOPSAOT_SUCCESS;
+}
+
+/* The binaries that run on `arch`: an exact match, else the newest of the same major version built without
+ * arch-specific features (sm_80 serves every 8.x GPU; sm_90a serves only 9.0). */
+static uint32_t binary_arch_for(int backend, uint32_t arch) {
+  uint32_t best = 0;
+  for (int i = 0; i < xo_n_variants; ++i) {
+    const xo_variant *v = &xo_variants[i];
+    if (v->backend != backend) continue;
+    if (v->arch == arch) return arch;
+    if (!v->arch_exact && v->arch / 10 == arch / 10 && v->arch < arch && v->arch > best) best = v->arch;
+  }
+  return best;
+}
+
+static xopsaot_status get_device(int device, xo_device **out) {
+  xopsaot_status st = driver_ready();
+  if (st) return st;
+  if (device < 0 || device >= n_devices)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "device %d does not exist (%d %s devices)", device, n_devices,
+                   drv->name);
+  xo_device *d = &devices[device];
+  if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&d->lock);
+    if (!d->ready) {
+      st = drv->device_props(device, &d->props);
+      if (!st) {
+        d->binary_arch = binary_arch_for(drv->backend, (uint32_t)d->props.arch);
+        __atomic_store_n(&d->ready, 1, __ATOMIC_RELEASE);
+      }
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (st) return st;
+  }
+  *out = d;
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status get_served_device(int device, xo_device **out) {
+  xopsaot_status st = get_device(device, out);
+  if (st || (*out)->binary_arch) return st;
+  return xo_fail(XOPSAOT_ERROR_NO_BINARY, "no binary for sm_%d (device %d, %s); this build has %s",
+                 (*out)->props.arch, device, (*out)->props.name, xo_built_archs);
+}
+
+xopsaot_status xopsaot_device_count(int *count) {
+  if (!count) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "count is NULL");
+  *count = 0;
+  xopsaot_status st = driver_ready();
+  if (!st) *count = n_devices;
+  return st;
+}
+
+xopsaot_status xopsaot_device_arch(int device, int *arch) {
+  xo_device *d;
+  if (!arch) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "arch is NULL");
+  xopsaot_status st = get_device(device, &d);
+  if (st) return st;
+  *arch = d->props.arch;
+  return get_served_device(device, &d);
+}
+
+xopsaot_status xopsaot_device_name(int device, char *name, int size) {
+  xo_device *d;
+  if (!name || size <= 0) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "name buffer is empty");
+  xopsaot_status st = get_device(device, &d);
+  if (!st) snprintf(name, (size_t)size, "%s", d->props.name);
+  return st;
+}
+
+/* ---- per-context module cache ---- */
+
+#define XO_MAX_CONTEXTS 256
+
+typedef struct xo_context {
+  uint64_t id;
+  pthread_mutex_t lock;
+  void **functions; /* per variant; NULL until loaded */
+  void **modules;
+} xo_context;
+
+static xo_context *contexts[XO_MAX_CONTEXTS];
+static int n_contexts;
+static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static xo_context *find_context(uint64_t id, int n) {
+  for (int i = 0; i < n; ++i)
+    if (contexts[i]->id == id) return contexts[i];
+  return NULL;
+}
+
+static xopsaot_status context_cache(uint64_t id, xo_context **out) {
+  if ((*out = find_context(id, __atomic_load_n(&n_contexts, __ATOMIC_ACQUIRE)))) return XOPSAOT_SUCCESS;
+  xopsaot_status st = XOPSAOT_SUCCESS;
+  pthread_mutex_lock(&contexts_lock);
+  if (!(*out = find_context(id, n_contexts))) {
+    xo_context *c = n_contexts < XO_MAX_CONTEXTS ? calloc(1, sizeof *c) : NULL;
+    if (c) {
+      c->functions = calloc((size_t)xo_n_variants + 1, sizeof(void *));
+      c->modules = calloc((size_t)xo_n_variants + 1, sizeof(void *));
+    }
+    if (!c || !c->functions || !c->modules) {
+      if (c) {
+        free(c->functions);
+        free(c->modules);
+      }
+      free(c);
+      st = n_contexts < XO_MAX_CONTEXTS
+               ? xo_fail(XOPSAOT_ERROR_OUT_OF_MEMORY, "out of host memory")
+               : xo_fail(XOPSAOT_ERROR_UNSUPPORTED, "more than %d GPU contexts used", XO_MAX_CONTEXTS);
+    } else {
+      c->id = id;
+      pthread_mutex_init(&c->lock, NULL);
+      contexts[n_contexts] = c;
+      __atomic_store_n(&n_contexts, n_contexts + 1, __ATOMIC_RELEASE);
+      *out = c;
+    }
+  }
+  pthread_mutex_unlock(&contexts_lock);
+  return st;
+}
+
+static xopsaot_status function_for(xo_context *c, const xo_variant *v, const xo_device *d, void *stream,
+                                   int check_capture, void **fn) {
+  if ((*fn = __atomic_load_n(&c->functions[v->index], __ATOMIC_ACQUIRE))) return XOPSAOT_SUCCESS;
+  xopsaot_status st = XOPSAOT_SUCCESS;
+  pthread_mutex_lock(&c->lock);
+  void *f = c->functions[v->index];
+  if (!f) {
+    int capturing = 0;
+    if (check_capture) st = drv->is_capturing(stream, &capturing);
+    if (!st && capturing)
+      st = xo_fail(XOPSAOT_ERROR_CAPTURE,
+                   "%s is not loaded yet and the stream is capturing a CUDA graph, where loading is not allowed; "
+                   "call xopsaot_preload(device) (xopsaot.preload() in Python) before capture",
+                   v->label);
+    void *module = NULL;
+    if (!st) st = drv->load(xo_blob + v->blob_offset, v, d->props.smem_optin, &module, &f);
+    if (!st) {
+      c->modules[v->index] = module;
+      __atomic_store_n(&c->functions[v->index], f, __ATOMIC_RELEASE);
+    }
+  }
+  pthread_mutex_unlock(&c->lock);
+  *fn = f;
+  return st;
+}
+
+/* ---- variant selection ---- */
+
+static int hints_hold(const xo_kernel *k, uint64_t mask, const void *args) {
+  for (int i = 0; mask; ++i, mask >>= 1) {
+    if (!(mask & 1)) continue;
+    const char *p = (const char *)args + k->args[i].offset;
+    uint64_t value;
+    switch (k->args[i].kind) {
+      case XO_ARG_PTR: value = (uint64_t)*(const uintptr_t *)p; break;
+      case XO_ARG_I32: value = (uint64_t)(int64_t)*(const int32_t *)p; break;
+      case XO_ARG_I64: value = (uint64_t)*(const int64_t *)p; break;
+      default: continue;
+    }
+    if (value % 16) return 0;
+  }
+  return 1;
+}
+
+static int keys_match(const xo_variant *v, const int32_t *keys, int n) {
+  return n == 0 || memcmp(v->keys, keys, sizeof(int32_t) * (size_t)n) == 0;
+}
+
+/* The first variant, in table order, for this device's binaries and these keys whose hints and predicate hold
+ * and whose shared memory fits the device (8.x GPUs other than 8.0 allow less than an A100). */
+static const xo_variant *select_variant(const xo_kernel *k, const int32_t *keys, const void *args,
+                                        const xo_device *d) {
+  for (int i = 0; i < k->n_variants; ++i) {
+    const xo_variant *v = &k->variants[i];
+    if (v->backend == drv->backend && v->arch == d->binary_arch && keys_match(v, keys, k->n_keys) &&
+        v->shared <= (uint32_t)d->props.smem_optin && hints_hold(k, v->aligned_mask, args) &&
+        (!v->when || v->when(args, v->consts)))
+      return v;
+  }
+  return NULL;
+}
+
+static void format_key(char *out, size_t size, const xo_kernel *k, int key, int32_t value) {
+  if (k->key_is_dtype[key])
+    snprintf(out, size, "%s", xo_dtype_name(value));
+  else
+    snprintf(out, size, "%d", value);
+}
+
+/* "a, b, c": the distinct values of `key` among variants whose first `key` keys equal `prefix` (any arch when
+ * arch is 0). */
+static void list_key_values(char *out, size_t size, const xo_kernel *k, int key, const int32_t *prefix,
+                            uint32_t arch) {
+  int32_t seen[64];
+  int n = 0;
+  for (int i = 0; i < k->n_variants && n < 64; ++i) {
+    const xo_variant *v = &k->variants[i];
+    if ((arch && v->arch != arch) || (prefix && !keys_match(v, prefix, key))) continue;
+    int j = 0;
+    while (j < n && seen[j] != v->keys[key]) ++j;
+    if (j == n) seen[n++] = v->keys[key];
+  }
+  size_t used = 0;
+  out[0] = 0;
+  for (int j = 0; j < n && used + 1 < size; ++j) {
+    char value[32];
+    format_key(value, sizeof value, k, key, seen[j]);
+    used += (size_t)snprintf(out + used, size - used, "%s%s", j ? ", " : "", value);
+  }
+}
+
+static xopsaot_status explain_no_variant(const xo_kernel *k, const int32_t *keys, const xo_device *d) {
+  char arch_name[32] = "";
+  for (int i = 0; i < k->n_variants; ++i)
+    if (k->variants[i].arch == d->binary_arch) snprintf(arch_name, sizeof arch_name, "%s", k->variants[i].arch_name);
+  if (!arch_name[0])
+    return xo_fail(XOPSAOT_ERROR_NO_BINARY, "%s has no binary for sm_%d (%s)", k->name, d->props.arch, d->props.name);
+  for (int key = 0; key < k->n_keys; ++key) {
+    int found = 0;
+    for (int i = 0; i < k->n_variants && !found; ++i)
+      found = k->variants[i].arch == d->binary_arch && keys_match(&k->variants[i], keys, key + 1);
+    if (!found) {
+      char value[32], values[512];
+      format_key(value, sizeof value, k, key, keys[key]);
+      list_key_values(values, sizeof values, k, key, keys, d->binary_arch);
+      return xo_fail(XOPSAOT_ERROR_UNSUPPORTED, "%s has no variant with %s=%s for %s (compiled: %s)", k->name,
+                     k->key_names[key], value, arch_name, values);
+    }
+  }
+  return xo_fail(XOPSAOT_ERROR_UNSUPPORTED,
+                 "%s: no compiled config of %s accepts these arguments within this GPU's %d bytes of shared memory",
+                 k->name, arch_name, d->props.smem_optin);
+}
+
+xopsaot_status xo_require_key(const xo_kernel *k, int key, int32_t value, const char *what) {
+  for (int i = 0; i < k->n_variants; ++i)
+    if (k->variants[i].keys[key] == value) return XOPSAOT_SUCCESS;
+  char text[32], values[512];
+  format_key(text, sizeof text, k, key, value);
+  list_key_values(values, sizeof values, k, key, NULL, 0);
+  return xo_fail(XOPSAOT_ERROR_UNSUPPORTED, "%s %s is not compiled (compiled: %s)", what, text, values);
+}
+
+/* ---- launch ---- */
+
+static xopsaot_status launch_variant(const xo_variant *v, void *fn, const int64_t grid[3], const void *args,
+                                     void *stream) {
+  const xo_kernel *k = v->kernel;
+  void *params[XO_MAX_ARGS + 2];
+  void *scratch[2] = {NULL, NULL}; /* Triton's hidden trailing arguments: global and profile scratch */
+  for (int i = 0; i < k->n_args; ++i) params[i] = (char *)args + k->args[i].offset;
+  params[k->n_args] = &scratch[0];
+  params[k->n_args + 1] = &scratch[1];
+  const uint64_t programs = (uint64_t)grid[0] * (uint64_t)grid[1] * (uint64_t)grid[2] * v->num_ctas;
+  const uint32_t sizes[2] = {v->global_scratch_size, v->profile_scratch_size};
+  xopsaot_status st = XOPSAOT_SUCCESS;
+  for (int j = 0; j < 2 && !st; ++j)
+    if (sizes[j]) st = drv->alloc_async(programs * sizes[j], stream, &scratch[j]);
+  if (!st) st = drv->launch(fn, v, grid, stream, params);
+  for (int j = 0; j < 2; ++j)
+    if (scratch[j]) drv->free_async(scratch[j], stream);
+  return st;
+}
+
+xopsaot_status xo_launch(const xo_kernel *k, const int32_t *keys, const void *args, int device, void *stream) {
+  xo_device *d;
+  xopsaot_status st = get_served_device(device, &d);
+  if (st) return st;
+  const xo_variant *v = select_variant(k, keys, args, d);
+  if (!v) return explain_no_variant(k, keys, d);
+  last_variant = (int)v->index;
+  int64_t grid[3];
+  k->grid(args, v->consts, d->props.sm_count, grid);
+  if (grid[0] < 0 || grid[1] < 0 || grid[2] < 0 || grid[0] * v->num_ctas > INT32_MAX || grid[1] > 65535 ||
+      grid[2] > 65535)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                   "%s: grid (%lld, %lld, %lld) is outside the launch limits (2^31-1, 65535, 65535)", k->name,
+                   (long long)grid[0], (long long)grid[1], (long long)grid[2]);
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return XOPSAOT_SUCCESS; /* nothing to compute */
+  xo_context_ref ref;
+  if ((st = drv->enter(device, &ref))) return st;
+  xo_context *c;
+  void *fn = NULL;
+  st = context_cache(ref.id, &c);
+  if (!st) st = function_for(c, v, d, stream, 1, &fn);
+  if (!st) st = launch_variant(v, fn, grid, args, stream);
+  drv->leave(&ref);
+  return st;
+}
+
+xopsaot_status xopsaot_preload(int device) {
+  xo_device *d;
+  xopsaot_status st = get_served_device(device, &d);
+  if (st) return st;
+  xo_context_ref ref;
+  if ((st = drv->enter(device, &ref))) return st;
+  xo_context *c;
+  st = context_cache(ref.id, &c);
+  for (int i = 0; i < xo_n_variants && !st; ++i) {
+    const xo_variant *v = &xo_variants[i];
+    void *fn;
+    if (v->backend == drv->backend && v->arch == d->binary_arch) st = function_for(c, v, d, NULL, 0, &fn);
+  }
+  drv->leave(&ref);
+  return st;
+}
+
+xopsaot_status xopsaot_stream_synchronize(int device, void *stream) {
+  xo_device *d;
+  xopsaot_status st = get_device(device, &d);
+  if (st) return st;
+  xo_context_ref ref;
+  if ((st = drv->enter(device, &ref))) return st;
+  st = drv->synchronize(stream);
+  drv->leave(&ref);
+  return st;
+}

@@ -1,0 +1,133 @@
+/* xops-aot: ahead-of-time compiled GPU operators, stable C ABI.
+ *
+ * Every function returns an xopsaot_status; on failure xopsaot_last_error() gives a readable message for the
+ * calling thread. The library never prints and never exits. It needs no CUDA library at link time: the
+ * driver (libcuda.so.1) is loaded on first use, so the library loads on machines without a GPU.
+ *
+ * Tensors are described by xopsaot_tensor (device pointer, shape, strides in elements, dtype, device
+ * ordinal). Kernels are launched on `stream` (a CUstream; NULL is the legacy default stream) in the
+ * context current on the calling thread when it belongs to the tensors' device, else in that device's
+ * primary context. Outputs are written, inputs never modified.
+ */
+#ifndef XOPSAOT_H
+#define XOPSAOT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XOPSAOT_ABI_VERSION 1
+#define XOPSAOT_MAX_NDIM 8
+
+#if defined(XOPSAOT_BUILDING)
+#define XOPSAOT_API __attribute__((visibility("default")))
+#else
+#define XOPSAOT_API
+#endif
+
+typedef enum xopsaot_status {
+  XOPSAOT_SUCCESS = 0,
+  XOPSAOT_ERROR_INVALID_ARGUMENT = 1, /* bad shape, stride, dtype, pointer or value */
+  XOPSAOT_ERROR_UNSUPPORTED = 2,      /* valid request with no compiled variant (e.g. a head dim) */
+  XOPSAOT_ERROR_NO_DRIVER = 3,        /* libcuda.so.1 not loadable, cuInit failed, or no device */
+  XOPSAOT_ERROR_NO_BINARY = 4,        /* no binary for this GPU's architecture */
+  XOPSAOT_ERROR_DRIVER = 5,           /* a driver call failed (message names it and its error) */
+  XOPSAOT_ERROR_CAPTURE = 6,          /* a module had to be loaded while the stream is capturing */
+  XOPSAOT_ERROR_OUT_OF_MEMORY = 7
+} xopsaot_status;
+
+typedef enum xopsaot_dtype {
+  XOPSAOT_FLOAT16 = 1,
+  XOPSAOT_BFLOAT16 = 2,
+  XOPSAOT_FLOAT32 = 3,
+  XOPSAOT_FLOAT64 = 4,
+  XOPSAOT_INT8 = 5,
+  XOPSAOT_INT16 = 6,
+  XOPSAOT_INT32 = 7,
+  XOPSAOT_INT64 = 8,
+  XOPSAOT_UINT8 = 9,
+  XOPSAOT_BOOL = 10,
+  XOPSAOT_FLOAT8_E4M3 = 11,
+  XOPSAOT_FLOAT8_E5M2 = 12
+} xopsaot_dtype;
+
+typedef struct xopsaot_tensor {
+  void *data;                         /* device pointer to element [0, ..., 0] */
+  int64_t shape[XOPSAOT_MAX_NDIM];
+  int64_t strides[XOPSAOT_MAX_NDIM];  /* in elements */
+  int32_t ndim;
+  int32_t dtype;                      /* xopsaot_dtype */
+  int32_t device;                     /* CUDA device ordinal */
+  int32_t reserved;                   /* 0 */
+} xopsaot_tensor;
+
+/* Fill `t` as a contiguous (row-major) tensor. Returns t. */
+static inline xopsaot_tensor *xopsaot_tensor_contiguous(xopsaot_tensor *t, void *data, int32_t ndim,
+                                                        const int64_t *shape, int32_t dtype, int32_t device) {
+  int64_t stride = 1;
+  int32_t i;
+  t->data = data;
+  t->ndim = ndim;
+  t->dtype = dtype;
+  t->device = device;
+  t->reserved = 0;
+  for (i = XOPSAOT_MAX_NDIM - 1; i >= 0; --i) {
+    t->shape[i] = i < ndim ? shape[i] : 1;
+    t->strides[i] = i < ndim ? stride : 0;
+    if (i < ndim) stride *= shape[i];
+  }
+  return t;
+}
+
+/* Library and devices */
+XOPSAOT_API int xopsaot_abi_version(void);
+XOPSAOT_API const char *xopsaot_last_error(void);    /* this thread's last failure message */
+XOPSAOT_API const char *xopsaot_built_archs(void);   /* "sm_80, sm_90a, ..." */
+XOPSAOT_API xopsaot_status xopsaot_device_count(int *count);
+/* Compute capability (10 * major + minor); fails with NO_BINARY if no binary serves the device. */
+XOPSAOT_API xopsaot_status xopsaot_device_arch(int device, int *arch);
+XOPSAOT_API xopsaot_status xopsaot_device_name(int device, char *name, int size);
+/* Wait for the work queued on `stream` (a stream of `device`). */
+XOPSAOT_API xopsaot_status xopsaot_stream_synchronize(int device, void *stream);
+/* Load every binary for `device` now (e.g. before CUDA graph capture). */
+XOPSAOT_API xopsaot_status xopsaot_preload(int device);
+/* Introspection: the binary of variant `index` (see manifest.json). */
+XOPSAOT_API int xopsaot_variant_count(void);
+/* The variant the calling thread's last op selected (-1: none yet), e.g. to see which kernel ran. */
+XOPSAOT_API int xopsaot_last_variant(void);
+XOPSAOT_API xopsaot_status xopsaot_variant_binary(int index, const void **data, uint64_t *size);
+
+/* Ops. Shapes follow torch / flash-attn conventions; see the README for each op's contract. */
+
+/* out = a + b, all the same shape, dtype (float16, bfloat16, float32) and device, contiguous. */
+XOPSAOT_API xopsaot_status xopsaot_add(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
+                                       void *stream);
+
+/* RMS norm over the last dim: out = x / sqrt(mean(x^2) + eps) * weight. With residual (not NULL):
+ * h = x + residual is written to residual_out and out = rms_norm(h). x, residual, out and residual_out are
+ * (rows..., n) with a contiguous last dim; weight is (n,). */
+XOPSAOT_API xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight,
+                                            const xopsaot_tensor *residual, const xopsaot_tensor *out,
+                                            const xopsaot_tensor *residual_out, float eps, void *stream);
+
+/* Softmax over the last dim (any length). x and out: (rows..., n) with a contiguous last dim. */
+XOPSAOT_API xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsaot_tensor *out, void *stream);
+
+/* out = a @ b. a (M, K) or (B, M, K), b (K, N) or (B, K, N), out (M, N) or (B, M, N) contiguous; a batch
+ * of 1 or a 2-D operand broadcasts. Any strides for a and b. fp16/bf16 on tensor cores, fp32 in fp32. */
+XOPSAOT_API xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
+                                          void *stream);
+
+/* Flash attention forward, flash-attn layout: q (batch, seqlen_q, heads, headdim), k and v (batch, seqlen_k,
+ * heads_k, headdim) with heads % heads_k == 0, out like q. Last dims contiguous. causal masks bottom-right
+ * aligned (query i sees keys j <= i + seqlen_k - seqlen_q); rows that see no key are 0. */
+XOPSAOT_API xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xopsaot_tensor *k,
+                                              const xopsaot_tensor *v, const xopsaot_tensor *out,
+                                              float softmax_scale, int causal, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
