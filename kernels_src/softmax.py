@@ -1,0 +1,63 @@
+"""Softmax over the last dim, any length: rows up to 8192 are held whole in registers; longer rows take two
+passes (an online max and sum over blocks, then the normalized write)."""
+
+import triton
+import triton.language as tl
+
+from aot.spec import Config, Kernel, i32, i64, ptr
+
+ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 8), (8192, 16)]
+LOOP_BLOCK = 4096
+
+
+@triton.jit
+def softmax_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK_N: tl.constexpr, LOOP: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    X += row * stride_x
+    Y += row * stride_y
+    cols = tl.arange(0, BLOCK_N)
+    if not LOOP:
+        mask = cols < n_cols
+        x = tl.load(X + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(Y + cols, (e / tl.sum(e, axis=0)).to(Y.dtype.element_ty), mask=mask)
+    else:
+        # per-lane running max and sum, rescaled as the max grows; combined across lanes at the end
+        m = tl.full([BLOCK_N], -float("inf"), dtype=tl.float32)
+        s = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            x = tl.load(X + c, mask=c < n_cols, other=-float("inf")).to(tl.float32)
+            m_new = tl.maximum(m, x)
+            safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+            s = s * tl.exp(m - safe) + tl.exp(x - safe)
+            m = m_new
+        row_max = tl.max(m, axis=0)
+        total = tl.sum(s * tl.exp(m - row_max), axis=0)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            mask = c < n_cols
+            x = tl.load(X + c, mask=mask, other=-float("inf")).to(tl.float32)
+            tl.store(Y + c, (tl.exp(x - row_max) / total).to(Y.dtype.element_ty), mask=mask)
+
+
+CONFIGS = [Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"n_cols <= {b}") for b, w in ROW_BLOCKS]
+CONFIGS.append(Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8))
+
+KERNELS = [
+    Kernel(
+        fn=softmax_kernel,
+        op="softmax",
+        args=[
+            ptr("X", "T"),
+            ptr("Y", "T"),
+            i64("stride_x", aligned=True),
+            i64("stride_y", aligned=True),
+            i32("n_cols", aligned=True),
+        ],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid_args=[i64("n_rows")],
+        grid=["n_rows", "1", "1"],
+        configs=CONFIGS,
+    ),
+]
