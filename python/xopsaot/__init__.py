@@ -1,0 +1,33 @@
+"""xops-aot: Triton GPU operators compiled ahead of time, called through one small C library.
+
+    import xopsaot
+    out = xopsaot.flash_attn(q, k, v, causal=True)          # or xopsaot.dispatch("flash_attn", q, k, v, causal=True)
+    xopsaot.ops(), xopsaot.info(), xopsaot.preload()
+
+GPU arrays (torch CUDA tensors, CuPy, JAX) run the compiled kernels on the array's device and current stream;
+host arrays (NumPy, torch CPU tensors) run the NumPy reference. Results come back as the caller's type.
+"""
+
+__version__ = "0.1.0"
+
+from ._info import info, preload
+from ._library import XopsaotError
+from ._ops.attention import flash_attn
+from ._ops.elementwise import add
+from ._ops.matmul import matmul
+from ._ops.norm import rms_norm
+from ._ops.softmax import softmax
+from ._registry import dispatch, ops
+
+__all__ = [
+    "XopsaotError",
+    "add",
+    "dispatch",
+    "flash_attn",
+    "info",
+    "matmul",
+    "ops",
+    "preload",
+    "rms_norm",
+    "softmax",
+]

@@ -1,0 +1,60 @@
+"""Argument checks shared by the ops. Errors name the op, the argument, the value and what is supported."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from ._arrays import View
+
+FLOATS = ("float16", "bfloat16", "float32")
+HALF_FLOATS = ("float16", "bfloat16")
+
+
+def shape_text(shape) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def dtype(op: str, name: str, view: View, allowed, where: str = "") -> None:
+    if view.dtype not in allowed:
+        raise TypeError(f"{op}: {name}.dtype is {view.dtype}; supported{where}: {', '.join(allowed)}")
+
+
+def same_dtype(op: str, first: tuple[str, View], *others: tuple[str, Optional[View]]) -> None:
+    name, view = first
+    for other_name, other in others:
+        if other is not None and other.dtype != view.dtype:
+            raise TypeError(
+                f"{op}: {other_name}.dtype is {other.dtype} but {name}.dtype is {view.dtype}; they must match"
+            )
+
+
+def same_shape(op: str, first: tuple[str, View], *others: tuple[str, Optional[View]]) -> None:
+    name, view = first
+    for other_name, other in others:
+        if other is not None and other.shape != view.shape:
+            raise ValueError(
+                f"{op}: {other_name} has shape {shape_text(other.shape)} but {name} has shape "
+                f"{shape_text(view.shape)}; they must match"
+            )
+
+
+def ndim(op: str, name: str, view: View, allowed, meaning: str = "") -> None:
+    if view.ndim not in allowed:
+        want = " or ".join(str(n) for n in allowed)
+        extra = f" {meaning}" if meaning else ""
+        raise ValueError(f"{op}: {name} must have {want} dims{extra}, got shape {shape_text(view.shape)}")
+
+
+def finite_float(op: str, name: str, value, minimum: Optional[float] = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TypeError(f"{op}: {name} must be a finite float, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value!r}")
+    return float(value)
+
+
+def boolean(op: str, name: str, value) -> bool:
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise TypeError(f"{op}: {name} must be a bool, got {value!r}")
+    return bool(value)

@@ -1,0 +1,195 @@
+"""ctypes binding to libxopsaot: loading, status -> exception mapping, and tensor descriptors."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import struct
+import threading
+from functools import cache
+from pathlib import Path
+from typing import Any, Optional
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+LIBRARY_PATH = PACKAGE_DIR / "libxopsaot.so"
+MANIFEST_PATH = PACKAGE_DIR / "manifest.json"
+HEADER_PATH = PACKAGE_DIR / "include" / "xopsaot.h"
+
+# xopsaot_status (include/xopsaot.h)
+SUCCESS, INVALID_ARGUMENT, UNSUPPORTED, NO_DRIVER, NO_BINARY, DRIVER, CAPTURE, OUT_OF_MEMORY = range(8)
+STATUS_NAMES = [
+    "SUCCESS",
+    "INVALID_ARGUMENT",
+    "UNSUPPORTED",
+    "NO_DRIVER",
+    "NO_BINARY",
+    "DRIVER",
+    "CAPTURE",
+    "OUT_OF_MEMORY",
+]
+
+# xopsaot_dtype codes of the dtypes the ops take
+DTYPE_CODES = {"float16": 1, "bfloat16": 2, "float32": 3, "float64": 4, "int32": 7, "int64": 8}
+
+MAX_NDIM = 8
+# xopsaot_tensor: data, shape[8], strides[8], ndim, dtype, device, reserved
+TENSOR = struct.Struct(f"<Q{MAX_NDIM}q{MAX_NDIM}q4i")
+# The same layout for n dims: unused shape/stride slots are written as zero pad bytes, so packing takes
+# 3 + 2n values instead of 3 + 16 (the reserved field is never written and stays zero).
+TENSOR_BY_NDIM = [struct.Struct(f"<Q{n}q{8 * (MAX_NDIM - n)}x{n}q{8 * (MAX_NDIM - n)}x3i") for n in range(MAX_NDIM + 1)]
+
+
+class XopsaotError(RuntimeError):
+    """A failure reported by the C library: no driver, no binary for this GPU, a driver error, a module load
+    during graph capture. `status` holds the library's status name."""
+
+    def __init__(self, status: int, message: str):
+        self.status = STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else str(status)
+        super().__init__(message)
+
+
+class LibraryMissing(RuntimeError):
+    pass
+
+
+# Function name -> (argument types, including trailing scalars). Tensors are passed as descriptor addresses.
+_T = ctypes.c_void_p
+SIGNATURES = {
+    "xopsaot_add": [_T, _T, _T, ctypes.c_void_p],
+    "xopsaot_rms_norm": [_T, _T, _T, _T, _T, ctypes.c_float, ctypes.c_void_p],
+    "xopsaot_softmax": [_T, _T, ctypes.c_void_p],
+    "xopsaot_matmul": [_T, _T, _T, ctypes.c_void_p],
+    "xopsaot_flash_attn": [_T, _T, _T, _T, ctypes.c_float, ctypes.c_int, ctypes.c_void_p],
+    "xopsaot_device_count": [ctypes.POINTER(ctypes.c_int)],
+    "xopsaot_device_arch": [ctypes.c_int, ctypes.POINTER(ctypes.c_int)],
+    "xopsaot_device_name": [ctypes.c_int, ctypes.c_char_p, ctypes.c_int],
+    "xopsaot_preload": [ctypes.c_int],
+    "xopsaot_stream_synchronize": [ctypes.c_int, ctypes.c_void_p],
+    "xopsaot_variant_binary": [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint64)],
+}
+
+
+@cache
+def library() -> ctypes.CDLL:
+    """The loaded C library. It needs no GPU driver to load (the driver is dlopen'ed on first use)."""
+    if not LIBRARY_PATH.exists():
+        raise LibraryMissing(f"{LIBRARY_PATH} is missing: xopsaot was not built (pip install . builds it)")
+    lib = ctypes.CDLL(str(LIBRARY_PATH))
+    for name, argtypes in SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+    lib.xopsaot_last_error.restype = ctypes.c_char_p
+    lib.xopsaot_last_error.argtypes = []
+    lib.xopsaot_built_archs.restype = ctypes.c_char_p
+    lib.xopsaot_built_archs.argtypes = []
+    return lib
+
+
+@cache
+def manifest() -> dict[str, Any]:
+    return json.loads(MANIFEST_PATH.read_text())
+
+
+def raise_for(status: int, lib: Optional[ctypes.CDLL] = None) -> None:
+    """Turn a failing status into the documented exception, with the library's message."""
+    if status == SUCCESS:
+        return
+    message = (lib or library()).xopsaot_last_error().decode(errors="replace")
+    if status in (INVALID_ARGUMENT, UNSUPPORTED):
+        raise ValueError(message)
+    if status == OUT_OF_MEMORY:
+        raise MemoryError(message)
+    raise XopsaotError(status, message)
+
+
+class _Descriptors(threading.local):
+    """Per-thread scratch space for the tensor descriptors of one call."""
+
+    def __init__(self) -> None:
+        self.buffer = ctypes.create_string_buffer(TENSOR.size * 8)
+        self.address = ctypes.addressof(self.buffer)
+
+
+_descriptors = _Descriptors()
+
+
+def pack(views) -> list:
+    """Write one xopsaot_tensor per view (None -> NULL) and return their addresses."""
+    d = _descriptors
+    buffer, base = d.buffer, d.address
+    addresses = []
+    offset = 0
+    for v in views:
+        if v is None:
+            addresses.append(None)
+            continue
+        ndim = len(v.shape)
+        if ndim > MAX_NDIM:
+            raise ValueError(f"arrays of more than {MAX_NDIM} dims are not supported (got {ndim})")
+        TENSOR_BY_NDIM[ndim].pack_into(
+            buffer, offset, v.ptr, *v.shape, *v.strides, ndim, DTYPE_CODES[v.dtype], v.device
+        )
+        addresses.append(base + offset)
+        offset += TENSOR.size
+    return addresses
+
+
+_functions: dict = {}
+
+
+def call(name: str, views, *scalars) -> None:
+    """Call op `name` of the C library with tensor descriptors for `views` then `scalars` (the stream last)."""
+    fn = _functions.get(name)
+    if fn is None:
+        fn = _functions[name] = getattr(library(), name)
+    status = fn(*pack(views), *scalars)
+    if status:
+        raise_for(status)
+
+
+def device_count() -> tuple[int, Optional[str]]:
+    """(number of GPUs, why none) as the driver reports it."""
+    lib = library()
+    count = ctypes.c_int(0)
+    status = lib.xopsaot_device_count(ctypes.byref(count))
+    if status != SUCCESS:
+        return 0, lib.xopsaot_last_error().decode(errors="replace")
+    return count.value, None
+
+
+def device_arch(device: int) -> tuple[int, Optional[str]]:
+    """(compute capability as 10 * major + minor, why no binary serves it or None)."""
+    lib = library()
+    arch = ctypes.c_int(0)
+    status = lib.xopsaot_device_arch(device, ctypes.byref(arch))
+    return arch.value, None if status == SUCCESS else lib.xopsaot_last_error().decode(errors="replace")
+
+
+def device_name(device: int) -> str:
+    lib = library()
+    buffer = ctypes.create_string_buffer(256)
+    raise_for(lib.xopsaot_device_name(device, buffer, len(buffer)), lib)
+    return buffer.value.decode(errors="replace")
+
+
+def variant_binary(index: int) -> bytes:
+    lib = library()
+    data, size = ctypes.c_void_p(), ctypes.c_uint64()
+    raise_for(lib.xopsaot_variant_binary(index, ctypes.byref(data), ctypes.byref(size)), lib)
+    return ctypes.string_at(data.value, size.value)
+
+
+def last_variant() -> int:
+    """Index (in the manifest) of the variant this thread's last GPU op selected; -1 if none."""
+    return library().xopsaot_last_variant()
+
+
+def preload(device: int) -> None:
+    lib = library()
+    raise_for(lib.xopsaot_preload(device), lib)
+
+
+def synchronize(device: int, stream: int) -> None:
+    lib = library()
+    raise_for(lib.xopsaot_stream_synchronize(device, stream), lib)
