@@ -1,0 +1,108 @@
+"""The built artifacts: the manifest lists every promised variant for every arch, each binary is a CUDA ELF for
+its arch with the recorded sha256, and the package holds the library, manifest and public header."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import struct
+
+import pytest
+
+from xopsaot import _library
+
+MANIFEST = _library.manifest()
+
+# What issue 2 promises for every arch: op -> kernel, dtypes, and the keys each dtype is compiled with.
+PROMISED = {
+    "add": ("add_kernel", ["float16", "bfloat16", "float32"], {}),
+    "rms_norm": ("rms_norm_kernel", ["float16", "bfloat16", "float32"], {"HAS_RESIDUAL": [False, True]}),
+    "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {}),
+    "matmul": ("matmul_kernel", ["float16", "bfloat16", "float32"], {"B_K_CONTIGUOUS": [False, True]}),
+    "flash_attn": ("flash_attn_fwd", ["float16", "bfloat16"], {"HEAD_DIM": [64, 128], "IS_CAUSAL": [False, True]}),
+}
+
+
+def test_full_builds_cover_every_default_arch():
+    requested = [a.removesuffix("a") for a in MANIFEST["archs_requested"]]
+    if requested != MANIFEST["archs_default"]:
+        pytest.skip(f"a narrowed build (XOPSAOT_CUDA_ARCHS): {requested}")
+    assert [a.removesuffix("a") for a in MANIFEST["archs"]] == MANIFEST["archs_default"]
+    assert MANIFEST["archs_default"] == ["sm_80", "sm_90", "sm_100", "sm_120"]
+
+
+@pytest.mark.parametrize("op", sorted(PROMISED))
+def test_manifest_lists_every_promised_variant(op):
+    kernel, dtypes, keys = PROMISED[op]
+    for arch in MANIFEST["archs"]:
+        have = {
+            (v["dtypes"]["T"], tuple(sorted(v["keys"].items())))
+            for v in MANIFEST["variants"]
+            if v["kernel"] == kernel and v["op"] == op and v["arch"] == arch
+        }
+        for dtype, values in itertools.product(dtypes, itertools.product(*keys.values())):
+            assert (dtype, tuple(sorted(zip(keys, values)))) in have, f"{op} {arch} {dtype} {values} missing"
+
+
+def test_long_rows_have_a_looping_variant():
+    for kernel in ("rms_norm_kernel", "softmax_kernel"):
+        for arch in MANIFEST["archs"]:
+            assert any(
+                v["constexprs"].get("LOOP") and v["when"] == ""
+                for v in MANIFEST["variants"]
+                if v["kernel"] == kernel and v["arch"] == arch
+            ), f"{kernel} {arch} has no variant for rows of any length"
+
+
+def test_manifest_records_what_a_variant_needs():
+    for v in MANIFEST["variants"]:
+        for field in (
+            "op",
+            "kernel",
+            "arch",
+            "dtypes",
+            "constexprs",
+            "num_warps",
+            "num_stages",
+            "shared",
+            "symbol",
+            "hidden_args",
+            "triton_version",
+            "sha256",
+            "assembler",
+        ):
+            assert field in v, f"variant {v['index']} lacks {field}"
+        assert [h["name"] for h in v["hidden_args"]] == ["global_scratch", "profile_scratch"]
+    assert MANIFEST["triton_version"] == "3.9.0"
+    assert _library.library().xopsaot_variant_count() == len(MANIFEST["variants"])
+
+
+def elf_arch(binary: bytes) -> int:
+    """The SM version of a CUDA ELF: ELF ABI v7 keeps it in e_flags' low byte, v8 in the next byte."""
+    assert binary[:4] == b"\x7fELF" and binary[4] == 2, "not a 64-bit ELF"
+    (machine,) = struct.unpack_from("<H", binary, 18)
+    assert machine == 190, f"e_machine {machine} is not EM_CUDA"
+    (flags,) = struct.unpack_from("<I", binary, 48)
+    return (flags >> 8) & 0xFF if binary[8] >= 8 else flags & 0xFF
+
+
+def test_every_binary_is_a_cuda_elf_for_its_arch():
+    for v in MANIFEST["variants"]:
+        binary = _library.variant_binary(v["index"])
+        assert len(binary) == v["size"] and hashlib.sha256(binary).hexdigest() == v["sha256"], v["index"]
+        assert f"sm_{elf_arch(binary)}" == v["arch"].removesuffix("a"), v["index"]
+
+
+def test_sm80_and_sm90_binaries_load_on_cuda_12_drivers():
+    """sm_80 and sm_90 are assembled by ptxas 12.x (ELF ABI v7): any CUDA 12 driver loads them."""
+    for v in MANIFEST["variants"]:
+        if v["arch"] in ("sm_80", "sm_90a"):
+            assert v["assembler"].startswith("ptxas 12."), v["assembler"]
+            assert _library.variant_binary(v["index"])[8] == 7
+
+
+def test_package_contents():
+    assert _library.LIBRARY_PATH.exists() and _library.MANIFEST_PATH.exists()
+    header = _library.HEADER_PATH.read_text()
+    assert "xopsaot_flash_attn" in header and "XOPSAOT_ABI_VERSION" in header
+    assert _library.library().xopsaot_abi_version() == 1

@@ -1,0 +1,345 @@
+"""GPU tests (marker gpu; skipped without a CUDA GPU): every op and every compiled variant against the float64
+references on fresh random data with poisoned outputs, side streams, 8 threads, CUDA graphs, other array types,
+and the C example."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from reference64 import add64, assert_close, attention64, matmul64, rms_norm64, softmax64
+
+import xopsaot
+from xopsaot import _arrays, _library
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+DTYPES = ["float16", "bfloat16", "float32"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def poisoned_outputs(monkeypatch):
+    """Every result the torch adapter allocates starts as NaN (or -1 for integers), so an element a kernel does
+    not write fails the comparison."""
+    for name in ("empty", "empty_like"):
+        original = getattr(_arrays.TorchFramework, name)
+
+        def poisoned(self, *args, original=original):
+            view = original(self, *args)
+            view.obj.fill_(float("nan") if view.obj.is_floating_point() else -1)
+            return view
+
+        monkeypatch.setattr(_arrays.TorchFramework, name, poisoned)
+
+
+def cuda(rng, shape, dtype, scale=1.0, offset=0):
+    """A random CUDA tensor; offset > 0 returns a view starting `offset` elements into its buffer."""
+    n = int(np.prod(shape))
+    data = torch.from_numpy((rng.standard_normal(n + offset) * scale).astype(np.float32))
+    return data.to(getattr(torch, dtype)).cuda()[offset:].view(shape)
+
+
+def device_variants() -> set[int]:
+    arch = torch.cuda.get_device_capability()
+    served = {f"sm_{arch[0]}{arch[1]}a", f"sm_{arch[0]}{arch[1]}", f"sm_{arch[0]}0"}
+    archs = [a for a in _library.manifest()["archs"] if a in served]
+    return {v["index"] for v in _library.manifest()["variants"] if v["arch"] == archs[0]}
+
+
+USED: set[int] = set()
+
+
+def used(result):
+    torch.cuda.synchronize()
+    USED.add(_library.last_variant())
+    return result
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,offset", [(1, 0), (17, 0), (2048, 0), (2049, 1), (1_000_003, 0), (4096, 3)])
+def test_add(rng, dtype, n, offset):
+    a, b = cuda(rng, (n,), dtype, offset=offset), cuda(rng, (n,), dtype)
+    assert_close(used(xopsaot.add(a, b)), add64(a, b), dtype, "add")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 17, 256, 1000, 1024, 4096, 4095, 5000, 8192, 8193, 100_000])
+@pytest.mark.parametrize("residual", [False, True])
+def test_rms_norm(rng, dtype, n, residual):
+    x, w = cuda(rng, (3, n), dtype), cuda(rng, (n,), dtype)
+    r = cuda(rng, (3, n), dtype) if residual else None
+    out = used(xopsaot.rms_norm(x, w, 1e-5, residual=r))
+    y_ref, h_ref = rms_norm64(x, w, 1e-5, r)
+    if residual:
+        assert_close(out[1], h_ref, dtype, "residual sum")
+        out = out[0]
+    assert_close(out, y_ref, dtype, "rms_norm")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape,dim",
+    [
+        ((1,), 0),
+        ((5, 17), -1),
+        ((3, 256), 1),
+        ((2, 4096), 1),
+        ((7, 8192), 1),
+        ((2, 8193), 1),
+        ((2, 100_000), 1),
+        ((33, 2, 5), 0),
+        ((4, 1023), 1),
+        ((4, 1024), 1),
+        ((3, 3000), 1),
+        ((2, 5000), 1),
+    ],
+)
+def test_softmax(rng, dtype, shape, dim):
+    x = cuda(rng, shape, dtype, scale=4.0)
+    assert_close(used(xopsaot.softmax(x, dim)), softmax64(x, dim), dtype, "softmax")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape_a,shape_b,transpose_b",
+    [
+        ((1, 1), (1, 1), False),
+        ((17, 33), (33, 65), False),
+        ((128, 256), (256, 128), False),
+        ((129, 257), (257, 255), True),
+        ((1000, 64), (64, 3), False),
+        ((3, 100, 64), (3, 64, 48), False),
+        ((4, 65, 16), (16, 33), True),
+        ((64, 32), (5, 32, 64), False),
+        ((1, 16, 17), (4, 17, 31), False),
+        ((7,), (7, 5), False),
+        ((300, 512), (512, 300), True),
+    ],
+)
+def test_matmul(rng, dtype, shape_a, shape_b, transpose_b):
+    a = cuda(rng, shape_a, dtype)
+    b = cuda(rng, shape_b[:-2] + shape_b[:-3:-1], dtype).transpose(-1, -2) if transpose_b else cuda(rng, shape_b, dtype)
+    assert_close(used(xopsaot.matmul(a, b)), matmul64(a, b), dtype, "matmul")
+
+
+ATTENTION = [
+    # batch, seqlen_q, seqlen_k, heads, heads_k
+    (1, 1, 1, 1, 1),
+    (2, 17, 17, 4, 4),
+    (1, 1, 513, 8, 1),
+    (2, 128, 128, 4, 2),
+    (1, 127, 129, 8, 8),
+    (1, 129, 127, 4, 1),
+    (1, 1000, 1000, 2, 2),
+    (2, 300, 77, 8, 4),
+    (1, 65, 2048, 16, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", ATTENTION, ids=lambda s: "x".join(map(str, s)))
+def test_flash_attn(rng, dtype, dim, causal, shape):
+    batch, sq, sk, h, hk = shape
+    q = cuda(rng, (batch, sq, h, dim), dtype)
+    k, v = cuda(rng, (batch, sk, hk, dim), dtype), cuda(rng, (batch, sk, hk, dim), dtype)
+    assert_close(used(xopsaot.flash_attn(q, k, v, causal=causal)), attention64(q, k, v, causal), dtype, "flash_attn")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_strided_views(rng, dtype, dim, causal):
+    """q/k/v sliced from packed buffers: a qkv tensor (aligned strides) and a padded head dim (unaligned)."""
+    qkv = cuda(rng, (2, 70, 3, 4, dim), dtype)
+    q, k, v = qkv.unbind(2)
+    assert_close(used(xopsaot.flash_attn(q, k, v, causal=causal)), attention64(q, k, v, causal), dtype, "qkv")
+    padded = cuda(rng, (2, 70, 4, dim + 1), dtype)[..., :dim]
+    assert_close(
+        used(xopsaot.flash_attn(padded, k, v, causal=causal, softmax_scale=0.07)),
+        attention64(padded, k, v, causal, 0.07),
+        dtype,
+        "padded",
+    )
+
+
+def test_every_compiled_variant_was_checked(request):
+    """Runs after the op tests above (file order): together they selected every variant compiled for this GPU."""
+    ran = {item.originalname for item in request.session.items if item.module is sys.modules[__name__]}
+    if not {"test_add", "test_rms_norm", "test_softmax", "test_matmul", "test_flash_attn"} <= ran:
+        pytest.skip("the op tests did not all run in this session")
+    missing = device_variants() - USED
+    labels = [
+        (v["kernel"], v["dtypes"], v["constexprs"], bool(v["aligned_args"]))
+        for v in _library.manifest()["variants"]
+        if v["index"] in missing
+    ]
+    assert not missing, f"variants never exercised: {labels}"
+
+
+# ---- streams, threads, graphs ----
+
+
+def test_runs_on_the_current_stream(rng):
+    stream = torch.cuda.Stream()
+    a = cuda(rng, (4096, 4096), "bfloat16")
+    with torch.cuda.stream(stream):
+        x = a @ a  # queued work that the op must follow on the same stream
+        for _ in range(5):
+            x = x @ a * 0.01
+        out = xopsaot.softmax(x)
+    stream.synchronize()
+    assert_close(out, softmax64(x), "bfloat16", "softmax on a side stream")
+
+
+def test_eight_threads(rng):
+    errors = []
+    cases = []
+    for _ in range(8):
+        q = cuda(rng, (2, 200, 4, 64), "bfloat16")
+        x, w = cuda(rng, (64, 1000), "float16"), cuda(rng, (1000,), "float16")
+        cases.append((q, x, w))
+    expected = [(attention64(q, q, q, True), rms_norm64(x, w, 1e-6)[0]) for q, x, w in cases]
+
+    def work(i):
+        q, x, w = cases[i]
+        stream = torch.cuda.Stream()
+        try:
+            with torch.cuda.stream(stream):
+                for _ in range(20):
+                    attn = xopsaot.flash_attn(q, q, q, causal=True)
+                    norm = xopsaot.rms_norm(x, w)
+            stream.synchronize()
+            assert_close(attn, expected[i][0], "bfloat16", f"thread {i}")
+            assert_close(norm, expected[i][1], "float16", f"thread {i}")
+        except Exception as e:  # reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_cuda_graph_capture_and_replay(rng):
+    xopsaot.preload()
+    q, k, v = (cuda(rng, (1, 256, 8, 128), "bfloat16") for _ in range(3))
+    x, w = cuda(rng, (16, 4096), "bfloat16"), cuda(rng, (4096,), "bfloat16")
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        xopsaot.flash_attn(q, k, v, causal=True)  # warm-up on the capture stream
+    stream.synchronize()
+    with torch.cuda.graph(graph, stream=stream):
+        attn = xopsaot.flash_attn(q, k, v, causal=True)
+        y, h = xopsaot.rms_norm(x, w, residual=x)
+    for _ in range(2):  # new inputs each replay
+        q.copy_(cuda(rng, q.shape, "bfloat16"))
+        x.copy_(cuda(rng, x.shape, "bfloat16"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(attn, attention64(q, k, v, True), "bfloat16", "graph attention")
+        assert_close(y, rms_norm64(x, w, 1e-6, x)[0], "bfloat16", "graph rms_norm")
+
+
+def test_capture_without_preload_raises_cleanly():
+    script = """
+import torch, xopsaot
+x = torch.randn(8, 64, device="cuda")
+graph = torch.cuda.CUDAGraph()
+try:
+    with torch.cuda.graph(graph):
+        xopsaot.softmax(x)
+except xopsaot.XopsaotError as e:
+    assert e.status == "CAPTURE" and "preload" in str(e), e
+    print("raised")
+y = xopsaot.softmax(x)  # the process and the GPU are still usable
+torch.testing.assert_close(y, torch.softmax(x, -1))
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["raised", "ok"], out.stderr
+
+
+# ---- the Python contract on the GPU ----
+
+
+def test_results_keep_type_device_dtype_and_inputs(rng):
+    x = cuda(rng, (4, 100), "bfloat16")
+    before = x.clone()
+    out = xopsaot.softmax(x)
+    assert out.is_cuda and out.dtype == torch.bfloat16 and out.device == x.device
+    assert torch.equal(x, before)
+
+
+def test_gpu_tensor_never_silently_goes_to_the_cpu(rng, monkeypatch):
+    x = cuda(rng, (4, 100), "float32")
+    from xopsaot import _call
+
+    monkeypatch.setattr(_call, "gpu_unavailable", lambda device: "no binary for sm_00 (pretend)")
+    with pytest.raises(xopsaot.XopsaotError, match="cannot run on cuda:0"):
+        xopsaot.softmax(x)
+    out = xopsaot.softmax(x, backend="cpu")  # explicit: computed by NumPy, returned on the GPU
+    assert out.is_cuda
+    assert_close(out, softmax64(x), "float32")
+
+
+def test_mixed_devices(rng):
+    with pytest.raises(ValueError, match="a on cuda:0, b on cpu"):
+        xopsaot.add(cuda(rng, (4,), "float32"), torch.zeros(4))
+
+
+def test_head_dim_not_compiled(rng):
+    q = cuda(rng, (1, 8, 2, 80), "float16")
+    with pytest.raises(ValueError, match=r"head dim 80 is not compiled \(compiled: 64, 128\)"):
+        xopsaot.flash_attn(q, q, q)
+    with pytest.raises(TypeError, match="supported on the GPU: float16, bfloat16"):
+        xopsaot.flash_attn(*(cuda(rng, (1, 8, 2, 64), "float32") for _ in range(3)))
+
+
+def test_all_devices(rng):
+    for device in range(torch.cuda.device_count()):
+        a = cuda(rng, (1000,), "float16").to(f"cuda:{device}")
+        assert_close(xopsaot.add(a, a), add64(a, a), "float16", f"cuda:{device}")
+
+
+def test_cupy_arrays(rng):
+    cupy = pytest.importorskip("cupy")
+    a = cupy.asarray(rng.standard_normal((3, 1000)).astype(np.float32))
+    out = xopsaot.softmax(a)
+    assert isinstance(out, cupy.ndarray)
+    assert_close(cupy.asnumpy(out), softmax64(cupy.asnumpy(a)), "float32", "cupy")
+
+
+def test_jax_arrays(rng):
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax")
+    if not jax.devices("gpu"):
+        pytest.skip("JAX has no GPU here")
+    x = jax.device_put(rng.standard_normal((1, 64, 4, 64)).astype(np.float16), jax.devices("gpu")[0])
+    out = xopsaot.flash_attn(x, x, x, causal=True)
+    assert isinstance(out, jax.Array) and list(out.devices())[0].platform == "gpu"
+    assert_close(np.asarray(out), attention64(np.asarray(x), np.asarray(x), np.asarray(x), True), "float16", "jax")
+
+
+def test_c_example():
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    from test_c_example import build_example
+
+    exe = build_example(cc)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "max error" in out.stdout

@@ -1,0 +1,436 @@
+"""The C launch path without a GPU: variant choice, grids, argument packing, error paths, the per-context module
+cache, threads and graph capture, against a fake CUDA driver (fake_cuda/fake_cuda.c) built by the tests.
+
+Each scenario runs in a subprocess (the driver is loaded once per process) with XOPSAOT_CUDA_DRIVER pointing at
+the fake; it calls the C ops through xopsaot._library with made-up device pointers and reports what the fake
+driver saw as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import xopsaot
+from xopsaot import _library
+
+FAKE_SOURCE = Path(__file__).parent / "fake_cuda" / "fake_cuda.c"
+ARCHS = _library.manifest()["archs"] if _library.MANIFEST_PATH.exists() else []
+
+
+@pytest.fixture(scope="session")
+def fake_driver(tmp_path_factory) -> Path:
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler to build the fake driver")
+    path = tmp_path_factory.mktemp("fake_cuda") / "libcuda.so.1"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-o", str(path), str(FAKE_SOURCE), "-lpthread"], check=True)
+    return path
+
+
+PRELUDE = """
+import ctypes, json, os, struct, threading
+import xopsaot
+from xopsaot import _library
+from xopsaot._arrays import View, contiguous_strides
+
+fake = ctypes.CDLL(os.environ["XOPSAOT_CUDA_DRIVER"]) if os.path.exists(os.environ["XOPSAOT_CUDA_DRIVER"]) else None
+
+class Launch(ctypes.Structure):
+    _fields_ = [("image", ctypes.c_void_p), ("ctx_id", ctypes.c_ulonglong), ("name", ctypes.c_char * 128),
+                ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                ("cluster", ctypes.c_uint), ("stream", ctypes.c_void_p), ("nparams", ctypes.c_int),
+                ("params", ctypes.c_ulonglong * 48)]
+
+if fake is not None:
+    fake.fake_cuda_launch.restype = ctypes.POINTER(Launch)
+    fake.fake_cuda_make_current.restype = ctypes.c_ulonglong
+    fake.fake_cuda_set_capturing.argtypes = [ctypes.c_void_p, ctypes.c_int]
+MANIFEST = _library.manifest()
+BY_ADDRESS = {}
+for v in MANIFEST["variants"]:
+    data = ctypes.c_void_p()
+    size = ctypes.c_uint64()
+    _library.library().xopsaot_variant_binary(v["index"], ctypes.byref(data), ctypes.byref(size))
+    BY_ADDRESS[data.value] = v
+
+def tensor(shape, dtype="float16", ptr=0x7f0000000000, device=0, strides=None):
+    shape = tuple(shape)
+    return View(None, shape, tuple(strides) if strides else contiguous_strides(shape), dtype, device, ptr)
+
+def launches():
+    out = []
+    for i in range(fake.fake_cuda_launch_count()):
+        l = fake.fake_cuda_launch(i).contents
+        v = BY_ADDRESS[l.image]
+        out.append({"kernel": l.name.decode(), "grid": list(l.grid), "block": list(l.block), "smem": l.smem,
+                    "stream": l.stream or 0, "ctx": l.ctx_id, "params": list(l.params[:l.nparams]),
+                    "variant": v})
+    return out
+
+def error_of(fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:
+        return [type(e).__name__, str(e), getattr(e, "status", None)]
+    return None
+
+def emit(**values):
+    print(json.dumps(values))
+"""
+
+
+def scenario(fake_driver: Path, body: str, devices: str = "90", **env: str) -> dict:
+    environment = {**os.environ, "XOPSAOT_CUDA_DRIVER": str(fake_driver), "FAKE_CUDA_DEVICES": devices, **env}
+    environment.pop("XOPSAOT_BACKEND", None)
+    result = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+needs_sm90 = pytest.mark.skipif("sm_90a" not in ARCHS, reason="this build has no sm_90 binaries")
+
+
+def decode(params: list[int], kernel: str) -> list:
+    """The launch's parameter values by the kernel's argument types (the fake copies 8 bytes of each)."""
+    (entry,) = [k for k in _library.manifest()["kernels"] if k["name"] == kernel]
+    values = []
+    for raw, arg in zip(params, entry["args"] + [{"type": "*scratch"}] * 2):
+        if arg["type"] == "i32":
+            values.append(struct.unpack("<i", struct.pack("<I", raw & 0xFFFFFFFF))[0])
+        elif arg["type"] == "fp32":
+            values.append(struct.unpack("<f", struct.pack("<I", raw & 0xFFFFFFFF))[0])
+        else:
+            values.append(raw)
+    return values
+
+
+A, B, C = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
+
+
+@needs_sm90
+def test_add_packs_arguments_and_picks_variants(fake_driver):
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(6)
+        for dtype, pa in (("float16", {A}), ("bfloat16", {A}), ("float32", {A} + 4)):
+            _library.call("xopsaot_add", (tensor((1000,), dtype, pa), tensor((1000,), dtype, {B}),
+                                          tensor((1000,), dtype, {C})), 0x1234)
+        _library.call("xopsaot_add", (tensor((2**40,), ptr={A}), tensor((2**40,), ptr={B}),
+                                      tensor((2**40,), ptr={C})), 0)
+        emit(launches=launches(), depth=fake.fake_cuda_depth(),
+             too_big=error_of(_library.call, "xopsaot_add", (tensor((2**45,)),) * 3, 0),
+             empty=error_of(_library.call, "xopsaot_add", (tensor((0,)),) * 3, 0),
+             count=fake.fake_cuda_launch_count())
+    """,
+    )
+    fp16, bf16, fp32, huge = r["launches"]
+    assert fp16["kernel"] == "add_kernel" and fp16["grid"] == [1, 1, 1] and fp16["block"] == [128, 1, 1]
+    assert fp16["stream"] == 0x1234 and fp16["params"] == [A, B, C, 1000, 0, 0]  # + the two scratch pointers
+    assert fp16["variant"]["arch"] == "sm_90a" and fp16["variant"]["dtypes"] == {"T": "float16"}
+    assert fp16["variant"]["aligned_args"] and bf16["variant"]["dtypes"] == {"T": "bfloat16"}
+    assert fp32["variant"]["dtypes"] == {"T": "float32"} and fp32["variant"]["aligned_args"] == []  # A+4
+    assert huge["grid"] == [2**40 // 2048, 1, 1] and huge["params"][3] == 2**40  # 64-bit sizes and grid
+    assert r["too_big"][0] == "ValueError" and "outside the launch limits" in r["too_big"][1]
+    assert r["empty"] is None and r["count"] == 4  # an empty tensor launches nothing
+    assert r["depth"] == 0  # the primary context pushed for the launch was popped
+
+
+@needs_sm90
+def test_config_predicates_and_keys(fake_driver):
+    r = scenario(
+        fake_driver,
+        """
+        for n in (100, 4096, 9000):
+            x = tensor((3, n))
+            _library.call("xopsaot_rms_norm", (x, tensor((n,)), None, x, None), 1e-6, 0)
+        x = tensor((3, 64))
+        _library.call("xopsaot_rms_norm", (x, tensor((64,)), x, x, x), 1e-6, 0)
+        a, b = tensor((2, 64, 32), "bfloat16"), tensor((32, 48), "bfloat16")
+        _library.call("xopsaot_matmul", (a, b, tensor((2, 64, 48), "bfloat16")), 0)
+        bt = tensor((32, 48), "bfloat16", strides=(1, 32))  # a transposed weight
+        _library.call("xopsaot_matmul", (a, bt, tensor((2, 64, 48), "bfloat16")), 0)
+        emit(launches=launches())
+    """,
+    )
+    small, mid, loop, residual, mm, mm_t = r["launches"]
+    assert [v["variant"]["constexprs"]["BLOCK_N"] for v in (small, mid)] == [256, 4096]
+    assert loop["variant"]["constexprs"]["LOOP"] is True and small["grid"] == [3, 1, 1]
+    assert residual["variant"]["keys"] == {"HAS_RESIDUAL": True}
+    assert mm["variant"]["keys"] == {"B_K_CONTIGUOUS": False} and mm_t["variant"]["keys"] == {"B_K_CONTIGUOUS": True}
+    tiles = -(-64 // mm["variant"]["constexprs"]["BLOCK_M"]) * -(-48 // mm["variant"]["constexprs"]["BLOCK_N"])
+    assert mm["grid"] == [tiles * 2, 1, 1]
+
+
+@needs_sm90
+def test_flash_attn_arguments_and_shared_memory(fake_driver):
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(24)
+        q = tensor((2, 300, 8, 128), ptr={A})
+        k = tensor((2, 77, 2, 128), ptr={B})
+        _library.call("xopsaot_flash_attn", (q, k, k, tensor((2, 300, 8, 128), ptr={C})), 0.125, 1, 0)
+        emit(launch=launches()[0])
+    """,
+    )
+    launch = r["launch"]
+    variant = launch["variant"]
+    assert variant["keys"] == {"HEAD_DIM": 128, "IS_CAUSAL": True}
+    assert launch["grid"] == [-(-300 // variant["constexprs"]["BLOCK_M"]), 8, 2]
+    assert launch["smem"] == variant["shared"] > 48 * 1024  # needed the per-device opt-in
+    p = decode(launch["params"], "flash_attn_fwd")
+    assert p[:4] == [A, B, B, C]
+    # strides (batch, head, sequence) of q, k, v, out
+    assert p[4:7] == [300 * 8 * 128, 128, 8 * 128] and p[7:10] == [77 * 2 * 128, 128, 2 * 128]
+    assert p[10:13] == p[7:10] and p[13:16] == p[4:7]
+    assert p[16:19] == [300, 77, 4]  # seqlen_q, seqlen_k, query heads per key head
+    assert abs(p[19] - 0.125 * 1.4426950408889634) < 1e-6  # softmax_scale * log2(e)
+    assert p[20:22] == [0, 0]  # hidden scratch arguments
+
+
+@needs_sm90
+@pytest.mark.parametrize("optin", [65536, 16384])
+def test_variants_must_fit_the_shared_memory(fake_driver, optin):
+    """A variant that needs more shared memory than the GPU allows is skipped for the next that fits."""
+    r = scenario(
+        fake_driver,
+        """
+        q = tensor((1, 64, 1, 128))
+        emit(error=error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q), 0.1, 0, 0), launches=launches())
+    """,
+        FAKE_CUDA_SMEM_OPTIN=str(optin),
+    )
+    sm90 = [v for v in _library.manifest()["variants"] if v["kernel"] == "flash_attn_fwd" and v["arch"] == "sm_90a"]
+    if any(v["shared"] <= optin for v in sm90):
+        assert r["error"] is None and r["launches"][0]["variant"]["shared"] <= optin
+        assert max(v["shared"] for v in sm90) > optin  # the preferred variant was skipped
+    else:
+        assert r["error"][0] == "ValueError"
+        assert f"no compiled config of sm_90a accepts these arguments within this GPU's {optin} bytes" in r["error"][1]
+
+
+@needs_sm90
+def test_devices_get_the_binaries_of_their_arch(fake_driver):
+    r = scenario(
+        fake_driver,
+        """
+        errors = [error_of(_library.call, "xopsaot_add", (tensor((64,), device=d),) * 3, 0) for d in (0, 1, 2, 3)]
+        emit(errors=errors, launches=launches(), info=xopsaot.info())
+    """,
+        devices="90,86,75,80",
+    )
+    errors, launches, info = r["errors"], r["launches"], r["info"]
+    assert errors[0] is None and launches[0]["variant"]["arch"] == "sm_90a"
+    assert errors[2][0] == "XopsaotError" and errors[2][2] == "NO_BINARY"
+    assert "no binary for sm_75" in errors[2][1] and "this build has " + ", ".join(ARCHS) in errors[2][1]
+    if "sm_80" in ARCHS:  # sm_80 binaries serve every 8.x GPU
+        assert errors[1] is None and errors[3] is None
+        assert [v["variant"]["arch"] for v in launches[1:]] == ["sm_80", "sm_80"]
+    else:
+        assert errors[1][2] == "NO_BINARY" and "no binary for sm_86" in errors[1][1]
+    assert info["backend"] == "cuda" and [d["supported"] for d in info["devices"]] == [
+        True,
+        "sm_80" in ARCHS,
+        False,
+        "sm_80" in ARCHS,
+    ]
+    assert info["devices"][2]["arch"] == "sm_75" and "no binary" in info["devices"][2]["reason"]
+
+
+def test_driver_errors_are_reported(fake_driver, tmp_path):
+    failing_load = scenario(
+        fake_driver,
+        """
+        emit(error=error_of(_library.call, "xopsaot_add", (tensor((64,)),) * 3, 0))
+    """,
+        FAKE_CUDA_FAIL="cuModuleLoadData",
+    )
+    name, message, status = failing_load["error"]
+    if ARCHS:
+        assert name == "XopsaotError" and status == "DRIVER"
+        assert "cuModuleLoadData(add_kernel/" in message and "CUDA_ERROR_INVALID_IMAGE" in message
+    no_device = scenario(
+        fake_driver, "emit(info=xopsaot.info(), count=_library.device_count())", FAKE_CUDA_INIT_ERROR="100"
+    )
+    assert no_device["info"]["backend"] == "cpu"
+    assert no_device["info"]["reason"] == "cuInit failed: CUDA_ERROR_NO_DEVICE (fake driver error)"
+    missing = scenario(
+        tmp_path / "libcuda.so.1",
+        """
+        q = tensor((1, 4, 1, 64))
+        emit(info=xopsaot.info(), error=error_of(_library.call, "xopsaot_flash_attn", (q,) * 4, 0.1, 0, 0))
+    """,
+    )
+    assert "the CUDA driver could not be loaded" in missing["info"]["reason"]
+    assert missing["error"][2] == "NO_DRIVER"
+
+
+@needs_sm90
+def test_threads_share_one_module_per_context(fake_driver):
+    r = scenario(
+        fake_driver,
+        """
+        failures = []
+        def work(worker):
+            for i in range(40):
+                dtype = ("float16", "bfloat16", "float32")[(worker + i) % 3]
+                try:
+                    _library.call("xopsaot_add", (tensor((512,), dtype, device=i % 2),) * 3, 0)
+                except Exception as e:
+                    failures.append(repr(e))
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        emit(failures=failures, loads=fake.fake_cuda_load_count(), launches=launches())
+    """,
+        devices="90,90",
+    )
+    assert r["failures"] == []
+    assert len(r["launches"]) == 320
+    assert r["loads"] == 6  # 3 dtypes x 2 devices: each module loaded once per context, however many threads
+    assert {launch["ctx"] for launch in r["launches"]} == {1, 2}  # the primary contexts of devices 0 and 1
+
+
+@needs_sm90
+def test_current_context_is_used_and_restored(fake_driver):
+    r = scenario(
+        fake_driver,
+        """
+        own = fake.fake_cuda_make_current(0, 1)  # a context the application created on device 0
+        _library.call("xopsaot_add", (tensor((64,), device=0),) * 3, 0)
+        _library.call("xopsaot_add", (tensor((64,), device=1),) * 3, 0)
+        emit(own=own, launches=launches(), depth=fake.fake_cuda_depth(), loads=fake.fake_cuda_load_count())
+    """,
+        devices="90,90",
+    )
+    first, second = r["launches"]
+    assert first["ctx"] == r["own"]  # the caller's context of the tensors' device
+    assert second["ctx"] == 2  # device 1: its primary context, pushed and popped
+    assert r["depth"] == 1 and r["loads"] == 2
+
+
+@needs_sm90
+def test_graph_capture_needs_preload(fake_driver):
+    r = scenario(
+        fake_driver,
+        """
+        stream = 0x5000
+        fake.fake_cuda_set_capturing(stream, 1)
+        before = error_of(_library.call, "xopsaot_add", (tensor((64,)),) * 3, stream)
+        loads_during_capture = fake.fake_cuda_load_count()
+        fake.fake_cuda_set_capturing(stream, 0)
+        xopsaot.preload(0)
+        loads = fake.fake_cuda_load_count()
+        fake.fake_cuda_set_capturing(stream, 1)
+        q = tensor((1, 33, 2, 64))
+        after = [error_of(_library.call, "xopsaot_add", (tensor((64,)),) * 3, stream),
+                 error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q), 0.1, 1, stream)]
+        emit(before=before, loads_during_capture=loads_during_capture, loads=loads, after=after,
+             loads_after=fake.fake_cuda_load_count(), violations=fake.fake_cuda_capture_violations())
+    """,
+    )
+    assert r["before"][2] == "CAPTURE" and "xopsaot.preload()" in r["before"][1]
+    assert r["loads_during_capture"] == 0 and r["violations"] == 0
+    sm90 = sum(v["arch"] == "sm_90a" for v in _library.manifest()["variants"])
+    assert r["loads"] == sm90  # preload loaded every binary for the device
+    assert r["after"] == [None, None] and r["loads_after"] == r["loads"]
+
+
+# ---- argument validation in the C layer: no driver needed ----
+
+
+def raw_call(name, *descriptors, scalars=(0,)):
+    """Call a C op with hand-packed descriptors (bytes or None)."""
+    buffers = [None if d is None else __import__("ctypes").create_string_buffer(d, len(d)) for d in descriptors]
+    addresses = [None if b is None else __import__("ctypes").addressof(b) for b in buffers]
+    lib = _library.library()
+    status = getattr(lib, name)(*addresses, *scalars)
+    return status, lib.xopsaot_last_error().decode()
+
+
+def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
+    n = len(shape)
+    strides = strides or [int(x) for x in __import__("xopsaot._arrays")._arrays.contiguous_strides(shape)]
+    pad = [0] * (8 - n)
+    return _library.TENSOR.pack(ptr, *shape, *pad, *strides, *pad, n if ndim is None else ndim, dtype, device, 0)
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: raw_call("xopsaot_add", None, descriptor((4,)), descriptor((4,))), "add: a is NULL"),
+        (lambda: raw_call("xopsaot_add", *[descriptor((4,), ndim=9)] * 3), "a has ndim 9; 0 to 8 are supported"),
+        (lambda: raw_call("xopsaot_add", *[descriptor((-4,))] * 3), "add: a.shape[0] is negative"),
+        (lambda: raw_call("xopsaot_add", *[descriptor((4,), dtype=99)] * 3), "invalid dtype code 99"),
+        (
+            lambda: raw_call("xopsaot_add", descriptor((4,)), descriptor((4,), device=1), descriptor((4,))),
+            "add: a is on device 0 but b is on device 1",
+        ),
+        (
+            lambda: raw_call("xopsaot_add", *[descriptor((4,), dtype=7)] * 3),
+            "add: dtype int32 is not compiled (compiled: float16, bfloat16, float32)",
+        ),
+        (
+            lambda: raw_call("xopsaot_flash_attn", *[descriptor((1, 4, 2, 80))] * 4, scalars=(0.1, 0, 0)),
+            "flash_attn: head dim 80 is not compiled (compiled: 64, 128)",
+        ),
+        (
+            lambda: raw_call("xopsaot_flash_attn", *[descriptor((1, 4, 2, 64), dtype=3)] * 4, scalars=(0.1, 0, 0)),
+            "flash_attn: dtype float32 is not compiled (compiled: float16, bfloat16)",
+        ),
+        (
+            lambda: raw_call("xopsaot_flash_attn", *[descriptor((1, 4, 2, 64))] * 4, scalars=(float("inf"), 0, 0)),
+            "softmax_scale must be finite",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_rms_norm",
+                descriptor((2, 8)),
+                descriptor((8,)),
+                descriptor((2, 8)),
+                descriptor((2, 8)),
+                None,
+                scalars=(1e-6, 0),
+            ),
+            "residual and residual_out go together",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_matmul", descriptor((4, 8)), descriptor((8, 6), strides=(12, 2)), descriptor((4, 6))
+            ),
+            "b must be contiguous along one of its last two dims",
+        ),
+        (
+            lambda: raw_call("xopsaot_softmax", descriptor((4, 8), strides=(8, 2)), descriptor((4, 8))),
+            "x must be contiguous in its last dim",
+        ),
+    ],
+)
+def test_c_layer_rejects_bad_arguments(call, message):
+    status, text = call()
+    assert status in (_library.INVALID_ARGUMENT, _library.UNSUPPORTED)
+    assert message in text
+
+
+def test_library_has_no_link_dependency_on_cuda():
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("readelf not found")
+    dynamic = subprocess.run([readelf, "-d", str(_library.LIBRARY_PATH)], capture_output=True, text=True).stdout
+    assert "NEEDED" in dynamic and "libcuda" not in dynamic and "libcudart" not in dynamic
+    assert xopsaot.info()["library"] == str(_library.LIBRARY_PATH)
