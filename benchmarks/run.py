@@ -1,0 +1,402 @@
+"""Benchmarks on a CUDA GPU, with the peers measured in the same run. Writes JSON, a markdown table and plots.
+
+    python benchmarks/run.py --out benchmarks/results [--quick]
+
+Timing: CUDA events around each call, warm-up first, the median of many runs; inputs much larger than L2 for
+the bandwidth figures. Peers: torch eager, SDPA with the flash and cuDNN backends, cuBLAS (torch.matmul), the
+measured device-to-device copy bandwidth; cold start against Triton JIT compiling the same attention kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import xopsaot
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def bench(fn, warmup: int = 10, reps: int = 50) -> float:
+    """Median milliseconds per call, timed with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def host_time_us(fn, calls: int = 20000, repeats: int = 5) -> float:
+    """Median host microseconds per call over back-to-back calls (the GPU keeps up with these tiny kernels)."""
+    for _ in range(1000):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def copy_bandwidth() -> float:
+    x = torch.empty(2**30 // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    y = torch.empty_like(x)
+    ms = bench(lambda: y.copy_(x), reps=30)
+    return 2 * x.numel() * 2 / ms / 1e9  # TB/s, bytes read + written
+
+
+def host_overhead() -> dict:
+    a = torch.randn(1024, device="cuda")
+    b = torch.randn(1024, device="cuda")
+    return {
+        "xopsaot.add_us": host_time_us(lambda: xopsaot.add(a, b)),
+        "torch.add_us": host_time_us(lambda: torch.add(a, b)),
+    }
+
+
+COLD_START = """
+import time, torch
+q = torch.randn(1, 1024, 16, 128, device="cuda", dtype=torch.bfloat16)
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+{body}
+torch.cuda.synchronize()
+print((time.perf_counter() - t0) * 1e3)
+"""
+
+OURS = """
+import xopsaot
+out = xopsaot.flash_attn(q, q, q, causal=True)
+"""
+
+# Triton JIT compiling the same kernel source on first call (empty cache), for comparison.
+JIT = """
+import sys, math
+sys.path.insert(0, {root!r})
+from kernels_src.attention import flash_attn_fwd
+o = torch.empty_like(q)
+s = q.stride()
+grid = ((1024 + 127) // 128, 16, 1)
+flash_attn_fwd[grid](q, q, q, o, s[0], s[2], s[1], s[0], s[2], s[1], s[0], s[2], s[1], s[0], s[2], s[1],
+                     1024, 1024, 1, 1.4426950408889634 / math.sqrt(128), HEAD_DIM=128, IS_CAUSAL=True,
+                     BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
+"""
+
+
+def cold_start(runs: int = 5) -> dict:
+    def measure(body: str, env: dict) -> list[float]:
+        times = []
+        for _ in range(runs):
+            out = subprocess.run(
+                [sys.executable, "-c", COLD_START.format(body=body)],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **env},
+                timeout=600,
+            )
+            if out.returncode != 0:
+                raise RuntimeError(out.stderr[-2000:])
+            times.append(float(out.stdout.strip().splitlines()[-1]))
+        return times
+
+    ours = measure(OURS, {})
+    result = {"xopsaot_ms": statistics.median(ours), "xopsaot_runs_ms": ours}
+    try:
+        import tempfile
+
+        jit = [measure(JIT.format(root=str(ROOT)), {"TRITON_CACHE_DIR": tempfile.mkdtemp()})[0] for _ in range(3)]
+        result.update(triton_jit_ms=statistics.median(jit), triton_jit_runs_ms=jit)
+    except Exception as e:  # Triton on the machine may not compile this source; say so instead of a number
+        result["triton_jit_error"] = str(e)[-500:]
+    return result
+
+
+def memory_bound(copy_tbps: float, quick: bool) -> list[dict]:
+    rows = []
+    shapes = [(16384, 8192)] if quick else [(4096, 4096), (16384, 8192), (65536, 4096)]
+    for m, n in shapes:
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        r = torch.randn_like(x)
+        w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        cases = {
+            "rms_norm": (lambda: xopsaot.rms_norm(x, w), lambda: F.rms_norm(x, (n,), w, 1e-6), 2),
+            "add+rms_norm": (lambda: xopsaot.rms_norm(x, w, residual=r), lambda: F.rms_norm(x + r, (n,), w, 1e-6), 4),
+            "softmax": (lambda: xopsaot.softmax(x), lambda: torch.softmax(x, -1), 2),
+            "add": (lambda: xopsaot.add(x, r), lambda: torch.add(x, r), 3),
+        }
+        for name, (ours, eager, passes) in cases.items():
+            nbytes = passes * x.numel() * 2
+            t_ours, t_eager = bench(ours), bench(eager)
+            rows.append(
+                {
+                    "op": name,
+                    "shape": [m, n],
+                    "dtype": "bfloat16",
+                    "bytes": nbytes,
+                    "xopsaot_ms": t_ours,
+                    "torch_eager_ms": t_eager,
+                    "xopsaot_tbps": nbytes / t_ours / 1e9,
+                    "torch_eager_tbps": nbytes / t_eager / 1e9,
+                    "xopsaot_fraction_of_copy": nbytes / t_ours / 1e9 / copy_tbps,
+                }
+            )
+    for n in (100_000, 262_144):  # long rows: the looped kernels
+        x = torch.randn(256, n, device="cuda", dtype=torch.bfloat16)
+        nbytes = 2 * x.numel() * 2
+        t_ours, t_eager = bench(lambda: xopsaot.softmax(x)), bench(lambda: torch.softmax(x, -1))
+        rows.append(
+            {
+                "op": "softmax",
+                "shape": [256, n],
+                "dtype": "bfloat16",
+                "bytes": nbytes,
+                "xopsaot_ms": t_ours,
+                "torch_eager_ms": t_eager,
+                "xopsaot_tbps": nbytes / t_ours / 1e9,
+                "torch_eager_tbps": nbytes / t_eager / 1e9,
+                "xopsaot_fraction_of_copy": nbytes / t_ours / 1e9 / copy_tbps,
+            }
+        )
+    return rows
+
+
+def attention(quick: bool) -> list[dict]:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rows = []
+    seqlens = [4096, 16384] if quick else [1024, 2048, 4096, 8192, 16384]
+    for dim in (128, 64):
+        heads = 2048 // dim
+        for causal in (False, True):
+            for n in seqlens:
+                batch = max(1, 16384 // n)
+                q, k, v = (torch.randn(batch, n, heads, dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+                flops = 4 * batch * heads * n * n * dim / (2 if causal else 1)
+                row = {
+                    "dim": dim,
+                    "causal": causal,
+                    "seqlen": n,
+                    "batch": batch,
+                    "heads": heads,
+                    "xopsaot_ms": bench(lambda: xopsaot.flash_attn(q, k, v, causal=causal), reps=20),
+                }
+                for name, backend in (
+                    ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                    ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+                ):
+                    try:
+                        with sdpa_kernel(backend):
+                            row[f"{name}_ms"] = bench(
+                                lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal), reps=20
+                            )
+                    except RuntimeError as e:
+                        row[f"{name}_error"] = str(e)[:200]
+                for key in [k for k in row if k.endswith("_ms")]:
+                    row[key.replace("_ms", "_tflops")] = flops / row[key] / 1e9
+                rows.append(row)
+    return rows
+
+
+def matmul(quick: bool) -> list[dict]:
+    rows = []
+    sizes = [4096, 8192] if quick else [1024, 2048, 4096, 8192]
+    for dtype in (torch.bfloat16, torch.float16):
+        for n in sizes:
+            a = torch.randn(n, n, device="cuda", dtype=dtype)
+            b = torch.randn(n, n, device="cuda", dtype=dtype)
+            flops = 2 * n**3
+            t_ours, t_cublas = bench(lambda: xopsaot.matmul(a, b)), bench(lambda: torch.matmul(a, b))
+            t_ours_t = bench(lambda: xopsaot.matmul(a, b.T))
+            rows.append(
+                {
+                    "dtype": str(dtype).replace("torch.", ""),
+                    "m": n,
+                    "n": n,
+                    "k": n,
+                    "xopsaot_tflops": flops / t_ours / 1e9,
+                    "xopsaot_bT_tflops": flops / t_ours_t / 1e9,
+                    "cublas_tflops": flops / t_cublas / 1e9,
+                    "xopsaot_ms": t_ours,
+                    "cublas_ms": t_cublas,
+                }
+            )
+    return rows
+
+
+def environment() -> dict:
+    props = torch.cuda.get_device_properties(0)
+    try:
+        driver = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        driver = "unknown"
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    info = xopsaot.info()
+    return {
+        "date": datetime.date.today().isoformat(),
+        "device": props.name,
+        "sm_count": props.multi_processor_count,
+        "driver": driver,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "triton_on_device": triton_version,
+        "xopsaot": info["version"],
+        "xopsaot_built_with_triton": info["triton_version"],
+        "python": platform.python_version(),
+    }
+
+
+def markdown(results: dict) -> str:
+    env = results["environment"]
+    lines = [
+        f"# xops-aot benchmarks: {env['device']}, {env['date']}",
+        "",
+        f"driver {env['driver']}, torch {env['torch']} (CUDA {env['cuda']}), Triton on the device "
+        f"{env['triton_on_device']}, xops-aot {env['xopsaot']} built with Triton "
+        f"{env['xopsaot_built_with_triton']}. Medians of CUDA-event timings after warm-up.",
+        "",
+        f"Measured copy bandwidth (bytes read + written): **{results['copy_tbps']:.2f} TB/s**",
+        "",
+    ]
+    h = results["host"]
+    lines += [
+        "## Host time per call (1024-element add)",
+        "",
+        "| | us per call |",
+        "|---|---|",
+        f"| xopsaot.add | {h['xopsaot.add_us']:.2f} |",
+        f"| torch.add | {h['torch.add_us']:.2f} |",
+        "",
+    ]
+    c = results["cold_start"]
+    jit = (
+        f"{c['triton_jit_ms']:.0f} ms"
+        if "triton_jit_ms" in c
+        else f"not measured ({c.get('triton_jit_error', '')[:80]})"
+    )
+    lines += [
+        "## Cold start (fresh process: import + first flash_attn, torch already imported)",
+        "",
+        f"xopsaot: **{c['xopsaot_ms']:.1f} ms** (runs: {', '.join(f'{t:.1f}' for t in c['xopsaot_runs_ms'])});"
+        f" Triton JIT compiling the same kernel on first call: {jit}",
+        "",
+    ]
+    lines += [
+        "## Memory-bound ops (bf16)",
+        "",
+        "| op | shape | xopsaot TB/s | fraction of copy | torch eager TB/s |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results["memory_bound"]:
+        lines.append(
+            f"| {r['op']} | {r['shape'][0]}x{r['shape'][1]} | {r['xopsaot_tbps']:.2f} | "
+            f"{r['xopsaot_fraction_of_copy']:.0%} | {r['torch_eager_tbps']:.2f} |"
+        )
+    lines += [
+        "",
+        "## flash_attn forward (bf16, TFLOP/s; causal counts half the FLOPs)",
+        "",
+        "| head dim | causal | seqlen | batch x heads | xopsaot | SDPA flash | SDPA cuDNN |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results["attention"]:
+        lines.append(
+            f"| {r['dim']} | {r['causal']} | {r['seqlen']} | {r['batch']}x{r['heads']} | "
+            f"{r['xopsaot_tflops']:.0f} | {r.get('sdpa_flash_tflops', float('nan')):.0f} | "
+            f"{r.get('sdpa_cudnn_tflops', float('nan')):.0f} |"
+        )
+    lines += [
+        "",
+        "## matmul (TFLOP/s, square)",
+        "",
+        "| dtype | size | xopsaot | xopsaot, b transposed | cuBLAS |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results["matmul"]:
+        lines.append(
+            f"| {r['dtype']} | {r['m']} | {r['xopsaot_tflops']:.0f} | {r['xopsaot_bT_tflops']:.0f} | "
+            f"{r['cublas_tflops']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plots(results: dict, out: Path, stem: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, dim in zip(axes, (128, 64)):
+        for causal, style in ((False, "-"), (True, "--")):
+            rows = [r for r in results["attention"] if r["dim"] == dim and r["causal"] == causal]
+            n = [r["seqlen"] for r in rows]
+            for key, color in (("xopsaot", "C0"), ("sdpa_flash", "C1"), ("sdpa_cudnn", "C2")):
+                ax.plot(
+                    n,
+                    [r.get(f"{key}_tflops", float("nan")) for r in rows],
+                    style,
+                    color=color,
+                    marker="o",
+                    label=f"{key}{' causal' if causal else ''}",
+                )
+        ax.set(xscale="log", xlabel="sequence length", ylabel="TFLOP/s", title=f"flash_attn bf16, head dim {dim}")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / f"{stem}-attention.png", dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--name", default=None)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    results = {"environment": environment()}
+    results["copy_tbps"] = copy_bandwidth()
+    results["host"] = host_overhead()
+    results["cold_start"] = cold_start()
+    results["memory_bound"] = memory_bound(results["copy_tbps"], args.quick)
+    results["attention"] = attention(args.quick)
+    results["matmul"] = matmul(args.quick)
+    stem = args.name or f"h100-{results['environment']['date']}"
+    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
+    (args.out / f"{stem}.md").write_text(markdown(results))
+    plots(results, args.out, stem)
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
