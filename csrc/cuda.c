@@ -40,6 +40,7 @@ static struct {
 
 static CUdevice *device_handles;
 static CUcontext *primary_contexts;
+static uint64_t *primary_ids;
 
 static xopsaot_status fail_cuda(CUresult r, const char *what) {
   const char *name = "unknown error", *text = "";
@@ -102,7 +103,8 @@ static xopsaot_status cuda_init(int *device_count) {
   if (count <= 0) return xo_fail(XOPSAOT_ERROR_NO_DRIVER, "the CUDA driver reports no devices");
   device_handles = calloc((size_t)count, sizeof *device_handles);
   primary_contexts = calloc((size_t)count, sizeof *primary_contexts);
-  if (!device_handles || !primary_contexts) return xo_fail(XOPSAOT_ERROR_OUT_OF_MEMORY, "out of host memory");
+  primary_ids = calloc((size_t)count, sizeof *primary_ids);
+  if (!device_handles || !primary_contexts || !primary_ids) return xo_fail(XOPSAOT_ERROR_OUT_OF_MEMORY, "out of host memory");
   for (int i = 0; i < count; ++i) CHECK(cu.device_get(&device_handles[i], i), "cuDeviceGet");
   *device_count = count;
   return XOPSAOT_SUCCESS;
@@ -121,38 +123,59 @@ static xopsaot_status cuda_device_props(int device, xo_device_props *p) {
   return XOPSAOT_SUCCESS;
 }
 
+static uint64_t context_id(CUcontext ctx) {
+  unsigned long long id;
+  if (cu.ctx_get_id && cu.ctx_get_id(ctx, &id) == CUDA_SUCCESS) return id;
+  return (uint64_t)(uintptr_t)ctx;
+}
+
 /* Retained once per device, the first time a launch finds no context of that device current. */
-static xopsaot_status primary_context(int device, CUcontext *ctx) {
+static xopsaot_status primary_context(int device, CUcontext *ctx, uint64_t *id) {
   CUcontext c = __atomic_load_n(&primary_contexts[device], __ATOMIC_ACQUIRE);
   if (!c) {
     CHECK(cu.primary_ctx_retain(&c, device_handles[device]), "cuDevicePrimaryCtxRetain");
+    __atomic_store_n(&primary_ids[device], context_id(c), __ATOMIC_RELAXED);
     CUcontext expected = NULL;
     if (!__atomic_compare_exchange_n(&primary_contexts[device], &expected, c, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
       c = expected; /* another thread retained it first; the extra reference is harmless */
   }
   *ctx = c;
+  *id = __atomic_load_n(&primary_ids[device], __ATOMIC_RELAXED);
   return XOPSAOT_SUCCESS;
 }
+
+/* The context this thread last found current, with its device and id: a launch loop asks the driver only
+ * for the current context, not for its device and id every time. */
+static _Thread_local struct {
+  CUcontext handle;
+  CUdevice device;
+  uint64_t id;
+} last_current;
 
 static xopsaot_status cuda_enter(int device, xo_context_ref *ref) {
   CUcontext current = NULL;
   CHECK(cu.ctx_get_current(&current), "cuCtxGetCurrent");
-  ref->pushed = 0;
-  if (current) {
+  if (current && current != last_current.handle) {
     CUdevice d;
-    if (cu.ctx_get_device(&d) != CUDA_SUCCESS || d != device_handles[device]) current = NULL;
+    last_current.handle = NULL;
+    if (cu.ctx_get_device(&d) == CUDA_SUCCESS) {
+      last_current.device = d;
+      last_current.id = context_id(current);
+      last_current.handle = current;
+    }
   }
-  if (!current) {
-    xopsaot_status st = primary_context(device, &current);
-    if (st) return st;
-    CHECK(cu.ctx_push(current), "cuCtxPushCurrent");
-    ref->pushed = 1;
+  if (current && current == last_current.handle && last_current.device == device_handles[device]) {
+    ref->handle = current; /* the caller's context belongs to the tensors' device: use it */
+    ref->id = last_current.id;
+    ref->pushed = 0;
+    return XOPSAOT_SUCCESS;
   }
+  xopsaot_status st = primary_context(device, &current, &ref->id);
+  if (st) return st;
+  CHECK(cu.ctx_push(current), "cuCtxPushCurrent");
   ref->handle = current;
-  ref->id = (uint64_t)(uintptr_t)current;
-  unsigned long long id;
-  if (cu.ctx_get_id && cu.ctx_get_id(current, &id) == CUDA_SUCCESS) ref->id = id;
+  ref->pushed = 1;
   return XOPSAOT_SUCCESS;
 }
 

@@ -434,3 +434,48 @@ def test_library_has_no_link_dependency_on_cuda():
     dynamic = subprocess.run([readelf, "-d", str(_library.LIBRARY_PATH)], capture_output=True, text=True).stdout
     assert "NEEDED" in dynamic and "libcuda" not in dynamic and "libcudart" not in dynamic
     assert xopsaot.info()["library"] == str(_library.LIBRARY_PATH)
+
+
+PRETEND_GPU = """
+import torch
+from xopsaot import _arrays, _plans
+torch.Tensor.is_cuda = property(lambda self: True)  # CPU tensors pose as cuda:0 tensors
+torch.Tensor.get_device = lambda self: 0
+framework = _arrays.TorchFramework
+framework.empty = lambda self, shape, dtype, device: self.view(self.torch.zeros(shape, dtype=self.dtypes[dtype]))
+framework.stream = lambda self, device: 0x77
+"""
+
+
+@needs_sm90
+@pytest.mark.skipif(__import__("conftest").cuda_available(), reason="simulates CUDA tensors; test_gpu.py has real ones")
+def test_replayed_calls_patch_only_the_data_pointers(fake_driver):
+    pytest.importorskip("torch")
+    r = scenario(
+        fake_driver,
+        PRETEND_GPU
+        + textwrap.dedent(
+            """
+        fake.fake_cuda_expect_params(11)
+        x = [torch.randn(4, 64, dtype=torch.float16) for _ in range(3)]
+        w = torch.randn(64, dtype=torch.float16)
+        outs = [xopsaot.rms_norm(x[i], w, 1e-5, residual=x[(i + 1) % 3]) for i in range(3)]
+        plans = len(_plans._plans)
+        xopsaot.rms_norm(torch.randn(4, 128, dtype=torch.float16)[:, :64], w)  # row-strided: a new signature
+        xopsaot.rms_norm(x[0].T.contiguous().T, w)  # needs a contiguous copy: not recorded
+        xopsaot.softmax(x[0], 0)  # moves an axis: never recorded
+        xopsaot.softmax(x[0], 0)
+        emit(launches=launches(), plans=plans, plans_after=len(_plans._plans),
+             ptrs=[[t.data_ptr() for t in (x[i], w, x[(i + 1) % 3], outs[i][0], outs[i][1])] for i in range(3)])
+    """
+        ),
+    )
+    first, second, third = r["launches"][:3]
+    assert r["plans"] == 1  # one signature, recorded by the first call and replayed by the others
+    for launch, ptrs in zip((first, second, third), r["ptrs"]):
+        p = decode(launch["params"], "rms_norm_kernel")
+        assert p[:5] == ptrs  # X, W, R, Y, H: this call's tensors
+        assert p[5:11] == decode(first["params"], "rms_norm_kernel")[5:11]  # strides, n_cols, eps: the same
+        assert launch["stream"] == 0x77 and launch["variant"] == first["variant"]
+    assert len({tuple(p[3:5]) for p in r["ptrs"]}) == 3  # every call got new outputs
+    assert r["plans_after"] == 2 and len(r["launches"]) == 7

@@ -137,6 +137,9 @@ class TorchFramework(Framework):
         self.devices: dict[int, Any] = {}
         self.contiguous_format = torch.contiguous_format
         self.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        from . import _plans
+
+        _plans.use_tensor_type(torch.Tensor)
 
     def view(self, t) -> View:
         dtype = self.names.get(t.dtype) or str(t.dtype).replace("torch.", "")

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _library
+from . import _library, _plans
 from ._arrays import Framework, View, framework_of
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -57,13 +57,24 @@ class Call:
         return self.framework.ensure_contiguous(view)
 
     def empty(self, shape, dtype: str) -> View:
-        return self.framework.empty(tuple(shape), dtype, self.device)
+        out = self.framework.empty(tuple(shape), dtype, self.device)
+        recorder = _plans.recorder()
+        if recorder is not None:
+            recorder.output(out.obj, shape=tuple(shape))
+        return out
 
     def empty_like(self, view: View) -> View:
-        return self.framework.empty_like(view)
+        out = self.framework.empty_like(view)
+        recorder = _plans.recorder()
+        if recorder is not None:
+            recorder.output(out.obj, like=view.obj)
+        return out
 
     def launch(self, name: str, views, *scalars) -> None:
         fw = self.framework
+        recorder = _plans.recorder()
+        if recorder is not None:
+            recorder.launch(fw, self.device, name, views, scalars)
         _library.call(name, views, *scalars, fw.stream(self.device))
         if fw.needs_finish:
             fw.finish(self.device, fw.stream(self.device))

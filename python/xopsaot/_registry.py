@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, TypeVar
+
+from . import _plans
 
 F = TypeVar("F", bound=Callable[..., Any])
 _OPS: dict[str, Callable[..., Any]] = {}
 
 
 def register(fn: F) -> F:
-    """Make fn an op, callable as xopsaot.<name>(...) and xopsaot.dispatch("<name>", ...)."""
-    _OPS[fn.__name__] = fn
-    return fn
+    """Make fn an op, callable as xopsaot.<name>(...) and xopsaot.dispatch("<name>", ...). Calls go through
+    the fast path of _plans, which replays validated GPU calls of the same signature."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def op(*args: Any, **kwargs: Any) -> Any:
+        return _plans.run(name, fn, args, kwargs)
+
+    _OPS[name] = op
+    return op  # type: ignore[return-value]
 
 
 def ops() -> list[str]:

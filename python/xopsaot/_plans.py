@@ -1,0 +1,196 @@
+"""The fast path for repeated GPU calls: validated calls of torch CUDA tensors, replayed by signature.
+
+The first call of an op with a given signature (for each torch tensor: shape, strides, dtype, device; every other
+argument by value) runs the full path: adapters, checks, allocation, descriptor packing. While it runs, the Call
+records what it did: which outputs it allocated, which C functions it called with which descriptors and
+scalars, and what it returned. Later calls with the same signature replay the record: allocate the outputs,
+write the data pointers into a copy of the recorded descriptors, and call the C functions, skipping the Python
+work whose outcome the signature already decides (the C library still selects the variant per call, from the
+pointers' alignment too). A call that copied an input, moved an axis, or ran on the CPU path is not recorded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Callable, Optional
+
+from . import _call, _library
+
+SCALARS = (bool, int, float, str, type(None))
+MAX_PLANS = 4096
+
+_plans: dict = {}
+_recording = threading.local()
+_tensor_type: Optional[type] = None  # torch.Tensor, once the torch adapter exists
+
+
+def use_tensor_type(tensor_type: type) -> None:
+    global _tensor_type
+    _tensor_type = tensor_type
+
+
+def clear() -> None:
+    _plans.clear()
+
+
+def signature(op: str, args: tuple, kwargs: dict):
+    """(key, tensors) for a call whose arrays are all torch CUDA tensors, else (None, None). The key is flat:
+    per tensor its shape, strides, dtype and device; per other argument (type, value); per keyword its name."""
+    key = [op, _call.ENV_BACKEND]
+    tensors = []
+    tensor_type = _tensor_type
+    for x in args:
+        t = type(x)
+        if t is tensor_type and x.is_cuda:
+            key += (x.shape, x.stride(), x.dtype, x.get_device())
+            tensors.append(x)
+        elif t in SCALARS:
+            key.append((t, x))
+        else:
+            return None, None
+    if kwargs:
+        for name, x in kwargs.items():
+            t = type(x)
+            key.append(name)
+            if t is tensor_type and x.is_cuda:
+                key += (x.shape, x.stride(), x.dtype, x.get_device())
+                tensors.append(x)
+            elif t in SCALARS:
+                key.append((t, x))
+            else:
+                return None, None
+    return (tuple(key), tensors) if tensors else (None, None)
+
+
+def run(op: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+    if _tensor_type is not None:
+        key, tensors = signature(op, args, kwargs)
+        if key is not None:
+            plan = _plans.get(key)
+            if plan is not None:
+                return plan.replay(tensors)
+            recorder = _recording.recorder = Recorder(tensors)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                _recording.recorder = None
+            plan = recorder.plan(result)
+            if plan is not None:
+                if len(_plans) >= MAX_PLANS:
+                    _plans.clear()
+                _plans[key] = plan
+            return result
+    return fn(*args, **kwargs)
+
+
+def recorder() -> Optional[Recorder]:
+    return getattr(_recording, "recorder", None)
+
+
+class Recorder:
+    """Collects what one GPU call did, in terms of its argument tensors (by position) and its outputs."""
+
+    def __init__(self, tensors: list):
+        # objects are known by id(): the recorder holds every one it names, so no id is reused while it records
+        self.sources = {id(t): ("arg", i) for i, t in enumerate(tensors)}
+        self.held: list = list(tensors)
+        self.outputs: list = []  # ("like", arg index) or ("new", shape, dtype, device)
+        self.launches: list = []  # (C function name, descriptor bytes, descriptor slots, data pointers, scalars)
+        self.valid = True
+        self.framework = None
+        self.device = None
+
+    def output(self, out, like=None, shape=None) -> None:
+        source = self.sources.get(id(like)) if like is not None else None
+        if source is not None and source[0] == "arg" and like.is_contiguous():
+            self.outputs.append(("like", source[1]))
+        else:
+            self.outputs.append(("new", tuple(shape if shape is not None else out.shape), out.dtype, out.device))
+        self.sources[id(out)] = ("out", len(self.outputs) - 1)
+        self.held.append(out)
+
+    def launch(self, framework, device, name: str, views, scalars) -> None:
+        if framework.name != "torch":
+            self.valid = False
+            return
+        self.framework, self.device = framework, device
+        pointers = []
+        for index, view in enumerate(views):
+            if view is None:
+                continue
+            source = self.sources.get(id(view.obj))
+            if source is None:  # a copy made for this call: replaying would need the copy again
+                self.valid = False
+                return
+            pointers.append((index, source, view.ptr - view.obj.data_ptr()))
+        addresses = _library.pack(views)
+        first = next((a for a in addresses if a is not None), None)
+        size = sum(a is not None for a in addresses) * _library.TENSOR.size
+        descriptors = ctypes.string_at(first, size) if first is not None else b""
+        slots = []
+        k = 0
+        for a in addresses:
+            slots.append(None if a is None else k)
+            k += a is not None
+        self.launches.append((name, descriptors, slots, pointers, scalars))
+
+    def plan(self, result) -> Optional[Plan]:
+        """The replayable record, if the call launched, made no copies and returned only its outputs."""
+        if not self.valid or not self.launches:
+            return None
+        returned = result if isinstance(result, tuple) else (result,)
+        if any(self.sources.get(id(r), ("",))[0] != "out" for r in returned):
+            return None
+        return Plan(self, result)
+
+
+class Plan:
+    """A recorded GPU call, replayed for new tensors of the same signature."""
+
+    def __init__(self, rec: Recorder, result):
+        torch = rec.framework.torch
+        self.empty_like = torch.empty_like
+        self.empty = torch.empty
+        self.outputs = rec.outputs
+        self.stream = rec.framework.stream
+        self.device = rec.device
+        self.launches = []
+        for name, descriptors, slots, pointers, scalars in rec.launches:
+            words = [(slots[index] * _library.TENSOR.size // 8, source, offset) for index, source, offset in pointers]
+            self.launches.append((getattr(_library.library(), name), descriptors, slots, words, scalars))
+        self.result = (
+            tuple(rec.sources[id(r)][1] for r in result) if isinstance(result, tuple) else rec.sources[id(result)][1]
+        )
+        self.local = threading.local()
+
+    def buffers(self) -> list:
+        """This thread's copies of the descriptors, as (uint64 view, addresses per descriptor slot)."""
+        buffers = getattr(self.local, "buffers", None)
+        if buffers is None:
+            buffers = []
+            for _, descriptors, slots, _, _ in self.launches:
+                raw = ctypes.create_string_buffer(descriptors, max(len(descriptors), 8))
+                base = ctypes.addressof(raw)
+                words = (ctypes.c_uint64 * (len(raw) // 8)).from_buffer(raw)
+                addresses = [None if s is None else base + s * _library.TENSOR.size for s in slots]
+                buffers.append((raw, words, addresses))
+            self.local.buffers = buffers
+        return buffers
+
+    def replay(self, tensors: list):
+        outs = []
+        for spec in self.outputs:
+            if spec[0] == "like":
+                outs.append(self.empty_like(tensors[spec[1]]))
+            else:
+                outs.append(self.empty(spec[1], dtype=spec[2], device=spec[3]))
+        stream = self.stream(self.device)
+        for (fn, _, _, words, scalars), (_, buffer, addresses) in zip(self.launches, self.buffers()):
+            for word, (kind, index), offset in words:
+                buffer[word] = (tensors if kind == "arg" else outs)[index].data_ptr() + offset
+            status = fn(*addresses, *scalars, stream)
+            if status:
+                _library.raise_for(status)
+        result = self.result
+        return tuple(outs[i] for i in result) if isinstance(result, tuple) else outs[result]
