@@ -7,10 +7,8 @@ over the row (sum of squares, then normalize), re-reading from L2.
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, f32, i32, i64, ptr
-
-ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 8), (8192, 16)]  # (BLOCK_N, num_warps) for rows held whole
-LOOP_BLOCK = 4096
+from aot.spec import Kernel, f32, i32, i64, ptr
+from kernels_src._rows import row_configs
 
 
 @triton.jit
@@ -67,9 +65,6 @@ def rms_norm_kernel(
             tl.store(Y + c, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
 
 
-CONFIGS = [Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"n_cols <= {b}") for b, w in ROW_BLOCKS]
-CONFIGS.append(Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8))
-
 KERNELS = [
     Kernel(
         fn=rms_norm_kernel,
@@ -90,6 +85,6 @@ KERNELS = [
         keys={"T": ["fp16", "bf16", "fp32"], "HAS_RESIDUAL": [False, True]},
         grid_args=[i64("n_rows")],
         grid=["n_rows", "1", "1"],
-        configs=CONFIGS,
+        configs=row_configs(),
     ),
 ]

@@ -4,10 +4,8 @@ passes (an online max and sum over blocks, then the normalized write)."""
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, i32, i64, ptr
-
-ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 8), (8192, 16)]
-LOOP_BLOCK = 4096
+from aot.spec import Kernel, i32, i64, ptr
+from kernels_src._rows import row_configs
 
 
 @triton.jit
@@ -41,9 +39,6 @@ def softmax_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK_N: tl.constexpr, LOOP
             tl.store(Y + c, (tl.exp(x - row_max) / total).to(Y.dtype.element_ty), mask=mask)
 
 
-CONFIGS = [Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"n_cols <= {b}") for b, w in ROW_BLOCKS]
-CONFIGS.append(Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8))
-
 KERNELS = [
     Kernel(
         fn=softmax_kernel,
@@ -58,6 +53,6 @@ KERNELS = [
         keys={"T": ["fp16", "bf16", "fp32"]},
         grid_args=[i64("n_rows")],
         grid=["n_rows", "1", "1"],
-        configs=CONFIGS,
+        configs=row_configs(),
     ),
 ]

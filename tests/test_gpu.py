@@ -295,7 +295,7 @@ def test_replayed_calls(rng, dtype):
         assert_close(mm, matmul64(x, w.view(1000, 1).expand(1000, 3)), dtype, f"call {i}")
         seen.update(t.data_ptr() for t in (y, h, attn, mm))
     assert len(seen) >= 4 * 4 - 4  # outputs are new tensors, not reused buffers of an earlier call
-    assert len(_plans._plans) == 3
+    assert len(_plans.plans) == 3
 
 
 def test_replays_from_many_threads(rng):

@@ -460,12 +460,12 @@ def test_replayed_calls_patch_only_the_data_pointers(fake_driver):
         x = [torch.randn(4, 64, dtype=torch.float16) for _ in range(3)]
         w = torch.randn(64, dtype=torch.float16)
         outs = [xopsaot.rms_norm(x[i], w, 1e-5, residual=x[(i + 1) % 3]) for i in range(3)]
-        plans = len(_plans._plans)
+        plans = len(_plans.plans)
         xopsaot.rms_norm(torch.randn(4, 128, dtype=torch.float16)[:, :64], w)  # row-strided: a new signature
         xopsaot.rms_norm(x[0].T.contiguous().T, w)  # needs a contiguous copy: not recorded
         xopsaot.softmax(x[0], 0)  # moves an axis: never recorded
         xopsaot.softmax(x[0], 0)
-        emit(launches=launches(), plans=plans, plans_after=len(_plans._plans),
+        emit(launches=launches(), plans=plans, plans_after=len(_plans.plans),
              ptrs=[[t.data_ptr() for t in (x[i], w, x[(i + 1) % 3], outs[i][0], outs[i][1])] for i in range(3)])
     """
         ),

@@ -20,18 +20,18 @@ from . import _call, _library
 SCALARS = (bool, int, float, str, type(None))
 MAX_PLANS = 4096
 
-_plans: dict = {}
+plans: dict = {}
 _recording = threading.local()
-_tensor_type: Optional[type] = None  # torch.Tensor, once the torch adapter exists
+tensor_type: Optional[type] = None  # torch.Tensor, once the torch adapter exists
 
 
-def use_tensor_type(tensor_type: type) -> None:
-    global _tensor_type
-    _tensor_type = tensor_type
+def use_tensor_type(torch_tensor: type) -> None:
+    global tensor_type
+    tensor_type = torch_tensor
 
 
 def clear() -> None:
-    _plans.clear()
+    plans.clear()
 
 
 def signature(op: str, args: tuple, kwargs: dict):
@@ -39,7 +39,7 @@ def signature(op: str, args: tuple, kwargs: dict):
     per tensor its shape, strides, dtype and device; per other argument (type, value); per keyword its name."""
     key = [op, _call.ENV_BACKEND]
     tensors = []
-    tensor_type = _tensor_type
+    # the same test for positional and keyword values, written out twice: this runs on every op call
     for x in args:
         t = type(x)
         if t is tensor_type and x.is_cuda:
@@ -64,12 +64,11 @@ def signature(op: str, args: tuple, kwargs: dict):
 
 
 def run(op: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
-    if _tensor_type is not None:
+    """Call op `fn`; a GPU call of torch tensors with no recorded plan yet is recorded. (The op wrappers of
+    _registry look up recorded plans themselves, before calling this.)"""
+    if tensor_type is not None:
         key, tensors = signature(op, args, kwargs)
         if key is not None:
-            plan = _plans.get(key)
-            if plan is not None:
-                return plan.replay(tensors)
             recorder = _recording.recorder = Recorder(tensors)
             try:
                 result = fn(*args, **kwargs)
@@ -77,9 +76,9 @@ def run(op: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
                 _recording.recorder = None
             plan = recorder.plan(result)
             if plan is not None:
-                if len(_plans) >= MAX_PLANS:
-                    _plans.clear()
-                _plans[key] = plan
+                if len(plans) >= MAX_PLANS:
+                    plans.clear()
+                plans[key] = plan
             return result
     return fn(*args, **kwargs)
 
@@ -95,6 +94,7 @@ class Recorder:
         # objects are known by id(): the recorder holds every one it names, so no id is reused while it records
         self.sources = {id(t): ("arg", i) for i, t in enumerate(tensors)}
         self.held: list = list(tensors)
+        self.arguments = len(tensors)
         self.outputs: list = []  # ("like", arg index) or ("new", shape, dtype, device)
         self.launches: list = []  # (C function name, descriptor bytes, descriptor slots, data pointers, scalars)
         self.valid = True
@@ -153,11 +153,16 @@ class Plan:
         self.empty_like = torch.empty_like
         self.empty = torch.empty
         self.outputs = rec.outputs
-        self.stream = rec.framework.stream
+        raw_stream = rec.framework.raw_stream  # torch's getter of a device's current stream, called directly
+        self.stream = raw_stream if raw_stream is not None else rec.framework.stream
         self.device = rec.device
         self.launches = []
+        arguments = rec.arguments  # replay numbers the argument tensors first, then the outputs
         for name, descriptors, slots, pointers, scalars in rec.launches:
-            words = [(slots[index] * _library.TENSOR.size // 8, source, offset) for index, source, offset in pointers]
+            words = [
+                (slots[index] * _library.TENSOR.size // 8, i if kind == "arg" else arguments + i, offset)
+                for index, (kind, i), offset in pointers
+            ]
             self.launches.append((getattr(_library.library(), name), descriptors, slots, words, scalars))
         self.result = (
             tuple(rec.sources[id(r)][1] for r in result) if isinstance(result, tuple) else rec.sources[id(result)][1]
@@ -165,17 +170,15 @@ class Plan:
         self.local = threading.local()
 
     def buffers(self) -> list:
-        """This thread's copies of the descriptors, as (uint64 view, addresses per descriptor slot)."""
-        buffers = getattr(self.local, "buffers", None)
-        if buffers is None:
-            buffers = []
-            for _, descriptors, slots, _, _ in self.launches:
-                raw = ctypes.create_string_buffer(descriptors, max(len(descriptors), 8))
-                base = ctypes.addressof(raw)
-                words = (ctypes.c_uint64 * (len(raw) // 8)).from_buffer(raw)
-                addresses = [None if s is None else base + s * _library.TENSOR.size for s in slots]
-                buffers.append((raw, words, addresses))
-            self.local.buffers = buffers
+        """This thread's copies of the descriptors: (buffer, uint64 view, address per descriptor slot)."""
+        buffers = []
+        for _, descriptors, slots, _, _ in self.launches:
+            raw = ctypes.create_string_buffer(descriptors, max(len(descriptors), 8))
+            base = ctypes.addressof(raw)
+            words = (ctypes.c_uint64 * (len(raw) // 8)).from_buffer(raw)
+            addresses = [None if s is None else base + s * _library.TENSOR.size for s in slots]
+            buffers.append((raw, words, addresses))
+        self.local.buffers = buffers
         return buffers
 
     def replay(self, tensors: list):
@@ -186,9 +189,11 @@ class Plan:
             else:
                 outs.append(self.empty(spec[1], dtype=spec[2], device=spec[3]))
         stream = self.stream(self.device)
-        for (fn, _, _, words, scalars), (_, buffer, addresses) in zip(self.launches, self.buffers()):
-            for word, (kind, index), offset in words:
-                buffer[word] = (tensors if kind == "arg" else outs)[index].data_ptr() + offset
+        buffers = getattr(self.local, "buffers", None) or self.buffers()
+        objects = tensors + outs
+        for (fn, _, _, words, scalars), (_, buffer, addresses) in zip(self.launches, buffers):
+            for word, index, offset in words:
+                buffer[word] = objects[index].data_ptr() + offset
             status = fn(*addresses, *scalars, stream)
             if status:
                 _library.raise_for(status)

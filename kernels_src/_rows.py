@@ -1,0 +1,13 @@
+"""Configs shared by the row-wise kernels (norms, softmax): a row up to 8192 elements is held whole in registers,
+the smallest block that fits it is chosen at run time; longer rows loop over blocks of 4096."""
+
+from aot.spec import Config
+
+ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 8), (8192, 16)]  # (BLOCK_N, num_warps)
+LOOP_BLOCK = 4096
+
+
+def row_configs() -> list[Config]:
+    configs = [Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"n_cols <= {b}") for b, w in ROW_BLOCKS]
+    configs.append(Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8))
+    return configs
