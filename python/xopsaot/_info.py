@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from . import _call, _library
-from ._call import gpu_unavailable
 from ._registry import ops
 
 
@@ -68,7 +67,7 @@ def preload(device: Any = None) -> None:
         count, problem = _library.device_count()
         if problem:
             raise _library.XopsaotError(_library.NO_DRIVER, problem)
-        devices = [i for i in range(count) if gpu_unavailable(i) is None]
+        devices = [i for i in range(count) if _call.gpu_unavailable(i) is None]
     else:
         devices = [device_index(device)]
     for index in devices:
