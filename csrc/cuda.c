@@ -193,11 +193,7 @@ static xopsaot_status cuda_is_capturing(void *stream, int *capturing) {
   return XOPSAOT_SUCCESS;
 }
 
-static xopsaot_status cuda_load(const void *image, const xo_variant *v, int smem_optin, void **module,
-                                void **function) {
-  if (v->shared > (uint32_t)smem_optin)
-    return xo_fail(XOPSAOT_ERROR_UNSUPPORTED, "%s needs %u bytes of shared memory; this GPU allows %d", v->label,
-                   v->shared, smem_optin);
+static xopsaot_status cuda_load(const void *image, const xo_variant *v, void **module, void **function) {
   CUmodule mod;
   CUfunction fn;
   char what[256];

@@ -31,9 +31,9 @@ typedef struct xo_driver {
   xopsaot_status (*enter)(int device, xo_context_ref *ctx);
   void (*leave)(const xo_context_ref *ctx);
   xopsaot_status (*is_capturing)(void *stream, int *capturing);
-  /* Load `image` into the current context and fetch `symbol`, configured for `shared` bytes of dynamic shared
-   * memory and clusters of num_ctas. */
-  xopsaot_status (*load)(const void *image, const xo_variant *v, int smem_optin, void **module, void **function);
+  /* Load `image` into the current context and fetch v's symbol, configured for v's dynamic shared memory (the
+   * runtime only loads variants that fit the device) and clusters of num_ctas. */
+  xopsaot_status (*load)(const void *image, const xo_variant *v, void **module, void **function);
   xopsaot_status (*alloc_async)(uint64_t bytes, void *stream, void **ptr);
   void (*free_async)(void *ptr, void *stream);
   xopsaot_status (*launch)(void *function, const xo_variant *v, const int64_t grid[3], void *stream, void **params);

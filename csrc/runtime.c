@@ -111,11 +111,21 @@ static xopsaot_status get_device(int device, xo_device **out) {
   return XOPSAOT_SUCCESS;
 }
 
+static xopsaot_status require_binary(int device, const xo_device *d) {
+  if (d->binary_arch) return XOPSAOT_SUCCESS;
+  return xo_fail(XOPSAOT_ERROR_NO_BINARY, "no binary for sm_%d (device %d, %s); this build has %s", d->props.arch,
+                 device, d->props.name, xo_built_archs);
+}
+
 static xopsaot_status get_served_device(int device, xo_device **out) {
   xopsaot_status st = get_device(device, out);
-  if (st || (*out)->binary_arch) return st;
-  return xo_fail(XOPSAOT_ERROR_NO_BINARY, "no binary for sm_%d (device %d, %s); this build has %s",
-                 (*out)->props.arch, device, (*out)->props.name, xo_built_archs);
+  return st ? st : require_binary(device, *out);
+}
+
+/* Can variant v run on device d: its binaries, and shared memory within what the device allows (8.x GPUs other
+ * than 8.0 allow less than an A100). Selection and preload both go by this. */
+static int variant_serves(const xo_variant *v, const xo_device *d) {
+  return v->backend == drv->backend && v->arch == d->binary_arch && v->shared <= (uint32_t)d->props.smem_optin;
 }
 
 xopsaot_status xopsaot_device_count(int *count) {
@@ -132,7 +142,7 @@ xopsaot_status xopsaot_device_arch(int device, int *arch) {
   xopsaot_status st = get_device(device, &d);
   if (st) return st;
   *arch = d->props.arch;
-  return get_served_device(device, &d);
+  return require_binary(device, d);
 }
 
 xopsaot_status xopsaot_device_name(int device, char *name, int size) {
@@ -195,8 +205,7 @@ static xopsaot_status context_cache(uint64_t id, xo_context **out) {
   return st;
 }
 
-static xopsaot_status function_for(xo_context *c, const xo_variant *v, const xo_device *d, void *stream,
-                                   int check_capture, void **fn) {
+static xopsaot_status function_for(xo_context *c, const xo_variant *v, void *stream, int check_capture, void **fn) {
   if ((*fn = __atomic_load_n(&c->functions[v->index], __ATOMIC_ACQUIRE))) return XOPSAOT_SUCCESS;
   xopsaot_status st = XOPSAOT_SUCCESS;
   pthread_mutex_lock(&c->lock);
@@ -210,7 +219,7 @@ static xopsaot_status function_for(xo_context *c, const xo_variant *v, const xo_
                    "call xopsaot_preload(device) (xopsaot.preload() in Python) before capture",
                    v->label);
     void *module = NULL;
-    if (!st) st = drv->load(xo_blob + v->blob_offset, v, d->props.smem_optin, &module, &f);
+    if (!st) st = drv->load(xo_blob + v->blob_offset, v, &module, &f);
     if (!st) {
       c->modules[v->index] = module;
       __atomic_store_n(&c->functions[v->index], f, __ATOMIC_RELEASE);
@@ -243,14 +252,12 @@ static int keys_match(const xo_variant *v, const int32_t *keys, int n) {
   return n == 0 || memcmp(v->keys, keys, sizeof(int32_t) * (size_t)n) == 0;
 }
 
-/* The first variant, in table order, for this device's binaries and these keys whose hints and predicate hold
- * and whose shared memory fits the device (8.x GPUs other than 8.0 allow less than an A100). */
+/* The first variant, in table order, that serves the device and has these keys, whose hints and predicate hold. */
 static const xo_variant *select_variant(const xo_kernel *k, const int32_t *keys, const void *args,
                                         const xo_device *d) {
   for (int i = 0; i < k->n_variants; ++i) {
     const xo_variant *v = &k->variants[i];
-    if (v->backend == drv->backend && v->arch == d->binary_arch && keys_match(v, keys, k->n_keys) &&
-        v->shared <= (uint32_t)d->props.smem_optin && hints_hold(k, v->aligned_mask, args) &&
+    if (variant_serves(v, d) && keys_match(v, keys, k->n_keys) && hints_hold(k, v->aligned_mask, args) &&
         (!v->when || v->when(args, v->consts)))
       return v;
   }
@@ -359,7 +366,7 @@ xopsaot_status xo_launch(const xo_kernel *k, const int32_t *keys, const void *ar
   xo_context *c;
   void *fn = NULL;
   st = context_cache(ref.id, &c);
-  if (!st) st = function_for(c, v, d, stream, 1, &fn);
+  if (!st) st = function_for(c, v, stream, 1, &fn);
   if (!st) st = launch_variant(v, fn, grid, args, stream);
   drv->leave(&ref);
   return st;
@@ -376,7 +383,7 @@ xopsaot_status xopsaot_preload(int device) {
   for (int i = 0; i < xo_n_variants && !st; ++i) {
     const xo_variant *v = &xo_variants[i];
     void *fn;
-    if (v->backend == drv->backend && v->arch == d->binary_arch) st = function_for(c, v, d, NULL, 0, &fn);
+    if (variant_serves(v, d)) st = function_for(c, v, NULL, 0, &fn);
   }
   drv->leave(&ref);
   return st;

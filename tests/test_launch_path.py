@@ -206,16 +206,22 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
 @needs_sm90
 @pytest.mark.parametrize("optin", [65536, 16384])
 def test_variants_must_fit_the_shared_memory(fake_driver, optin):
-    """A variant that needs more shared memory than the GPU allows is skipped for the next that fits."""
+    """A variant that needs more shared memory than the GPU allows is skipped for the next that fits, and preload
+    loads exactly the variants that fit."""
     r = scenario(
         fake_driver,
         """
+        preload = error_of(xopsaot.preload, 0)
+        loads = fake.fake_cuda_load_count()
         q = tensor((1, 64, 1, 128))
-        emit(error=error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q), 0.1, 0, 0), launches=launches())
+        emit(error=error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q), 0.1, 0, 0), launches=launches(),
+             preload=preload, loads=loads)
     """,
         FAKE_CUDA_SMEM_OPTIN=str(optin),
     )
-    sm90 = [v for v in _library.manifest()["variants"] if v["kernel"] == "flash_attn_fwd" and v["arch"] == "sm_90a"]
+    variants = [v for v in _library.manifest()["variants"] if v["arch"] == "sm_90a"]
+    assert r["preload"] is None and r["loads"] == sum(v["shared"] <= optin for v in variants)
+    sm90 = [v for v in variants if v["kernel"] == "flash_attn_fwd"]
     if any(v["shared"] <= optin for v in sm90):
         assert r["error"] is None and r["launches"][0]["variant"]["shared"] <= optin
         assert max(v["shared"] for v in sm90) > optin  # the preferred variant was skipped
