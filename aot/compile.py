@@ -7,6 +7,7 @@ default; each compile has a time limit, after which its worker (and the ptxas it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
@@ -47,6 +48,9 @@ class Compiled:
     cached: bool
 
 
+PTXAS_OVERRIDE = "TRITON_PTXAS_BLACKWELL_PATH"  # the assembler Triton uses for sm_90 and newer
+
+
 def ptxas_env(target) -> dict[str, str]:
     """sm_80 and sm_90 are assembled with the ptxas 12.9 Triton bundles, whose cubins (ELF ABI v7) load on
     any CUDA 12 driver; Triton's newer ptxas writes ABI v8, which needs a CUDA 13 driver. Blackwell targets
@@ -56,7 +60,20 @@ def ptxas_env(target) -> dict[str, str]:
     import triton
 
     legacy = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    return {"TRITON_PTXAS_BLACKWELL_PATH": str(legacy)} if legacy.exists() else {}
+    return {PTXAS_OVERRIDE: str(legacy)} if legacy.exists() else {}
+
+
+@contextlib.contextmanager
+def assembler_env(env: dict[str, str]):
+    """Run the block with Triton's assembler override set as `env` says (from ptxas_env), then restore it."""
+    saved = os.environ.pop(PTXAS_OVERRIDE, None)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.pop(PTXAS_OVERRIDE, None)
+        if saved is not None:
+            os.environ[PTXAS_OVERRIDE] = saved
 
 
 def tool_version(target) -> str:
@@ -65,17 +82,9 @@ def tool_version(target) -> str:
         return "amd"
     import triton.knobs as knobs
 
-    saved = {k: os.environ.get(k) for k in ("TRITON_PTXAS_BLACKWELL_PATH",)}
-    os.environ.update(ptxas_env(target))
-    try:
+    with assembler_env(ptxas_env(target)):
         tool = knobs.nvidia.ptxas if target.arch < 90 else knobs.nvidia.ptxas_blackwell
         return f"ptxas {tool.version}"
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def job_of(variant: Variant) -> dict[str, Any]:
@@ -119,14 +128,12 @@ def compile_job(job: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    for key in ("TRITON_PTXAS_BLACKWELL_PATH",):
-        os.environ.pop(key, None)
-    os.environ.update(job["env"])
     module = import_file(Path(job["source"]))
     fn = next(k.fn for k in module.KERNELS if k.name == job["kernel"])
     src = ASTSource(fn, job["signature"], job["constexprs"], job["attrs"])
     target = GPUTarget(*job["target"])
-    compiled = triton.compile(src, target=target, options=job["options"])
+    with assembler_env(job["env"]):
+        compiled = triton.compile(src, target=target, options=job["options"])
     binary = compiled.asm["cubin" if target.backend == "cuda" else "hsaco"]
     md = compiled.metadata._asdict()
     return binary, {k: md.get(k, 0) for k in METADATA_FIELDS}
