@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from .compile import Compiled
-from .expand import GRID_BUILTINS
+from .expand import int_constexprs
 from .spec import Kernel, identifiers
 
 # Matches xopsaot_dtype in include/xopsaot.h.
@@ -29,16 +29,6 @@ def write_if_changed(path: Path, data: bytes | str) -> None:
     data = data.encode() if isinstance(data, str) else data
     if not path.exists() or path.read_bytes() != data:
         path.write_bytes(data)
-
-
-def int_constexprs(kernel: Kernel, compiled: list[Compiled]) -> list[str]:
-    """Integer constexpr names available to grid/predicate expressions, in a fixed order."""
-    names = list(kernel.constexpr_axes())
-    for c in compiled:
-        for k, v in c.variant.config.constexprs.items():
-            if k not in names and isinstance(v, (int, bool)):
-                names.append(k)
-    return names
 
 
 def c_bindings(kernel: Kernel, consts: list[str], used: set[str]) -> list[str]:
@@ -81,7 +71,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
     for name, items in by_kernel.items():
         kernel = items[0].variant.kernel
         k = f"xk_{name}"
-        consts = int_constexprs(kernel, items)
+        consts = int_constexprs(kernel, [c.variant for c in items])
         keys = kernel.dtype_axes() + kernel.constexpr_axes()
 
         # header: the structs the op layer fills
@@ -120,7 +110,6 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
         for c in items:
             expr = c.variant.config.when
             if expr and expr not in predicates:
-                check_names(kernel, expr, consts)
                 fn = f"{k}_when{len(predicates)}"
                 predicates[expr] = fn
                 source.append(f"static int {fn}(const void *pa, const int64_t *c) {{")
@@ -259,12 +248,6 @@ def kernel_entry(kernel: Kernel) -> dict:
         "keys": {k: list(v) for k, v in kernel.keys.items()},
         "grid": list(kernel.grid),
     }
-
-
-def check_names(kernel: Kernel, expr: str, consts: list[str]) -> None:
-    unknown = identifiers(expr) - kernel.int_names() - set(consts) - GRID_BUILTINS
-    if unknown:
-        raise ValueError(f"{kernel.name}: predicate {expr!r} names unknown {sorted(unknown)}")
 
 
 def blob_asm(path: Path) -> str:

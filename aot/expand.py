@@ -11,7 +11,7 @@ from typing import Any
 
 from .spec import ALIGNED_AND_FALLBACK, ALIGNED_ONLY, Config, Kernel, Target, identifiers
 
-GRID_BUILTINS = {"cdiv", "min", "max", "NUM_SMS"}
+PREDICATE_BUILTINS = {"cdiv", "min", "max"}  # defined in the generated C
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def import_file(path: Path):
 def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Variant]:
     variants = []
     for source, kernel in kernels:
-        check_expressions(kernel)
+        first = len(variants)
         dtype_axes, const_axes = kernel.dtype_axes(), kernel.constexpr_axes()
         has_hints = any(a.aligned for a in kernel.args)
         alignments = [True] if kernel.aligned == ALIGNED_ONLY else [True, False]
@@ -119,20 +119,27 @@ def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Va
                 for config in kernel.configs_for(target, key_values):
                     for aligned in alignments:
                         variants.append(Variant(kernel, source, target, dtypes, keys, config, aligned))
+        check_expressions(kernel, variants[first:])
     return variants
 
 
-def check_expressions(kernel: Kernel) -> None:
-    """Grid and predicate expressions may only name integer arguments, constexprs and the builtins."""
-    consts = set(kernel.constexpr_axes())
-    allowed = kernel.int_names() | GRID_BUILTINS
-    for expr in kernel.grid:
-        unknown = identifiers(str(expr)) - allowed - consts - constexpr_names_of(kernel)
+def int_constexprs(kernel: Kernel, variants: list[Variant]) -> list[str]:
+    """Integer constexpr names the generated C binds for grid and predicate expressions, in a fixed order."""
+    names = list(kernel.constexpr_axes())
+    for v in variants:
+        for k, value in v.config.constexprs.items():
+            if k not in names and isinstance(value, (int, bool)):
+                names.append(k)
+    return names
+
+
+def check_expressions(kernel: Kernel, variants: list[Variant]) -> None:
+    """Grid expressions may name the integer arguments, the integer constexprs, cdiv/min/max and NUM_SMS;
+    predicates the same but NUM_SMS. Checked before anything compiles."""
+    names = kernel.int_names() | set(int_constexprs(kernel, variants)) | PREDICATE_BUILTINS
+    checks = [("grid expression", e, names | {"NUM_SMS"}) for e in kernel.grid]
+    checks += [("predicate", w, names) for w in sorted({v.config.when for v in variants if v.config.when})]
+    for what, expr, allowed in checks:
+        unknown = identifiers(str(expr)) - allowed
         if unknown:
-            raise ValueError(f"{kernel.name}: grid expression {expr!r} names unknown {sorted(unknown)}")
-
-
-def constexpr_names_of(kernel: Kernel) -> set[str]:
-    """Constexpr parameter names of the Triton function (config constexprs are among them)."""
-    runtime = {a.name for a in kernel.args}
-    return {n for n in kernel.fn.arg_names if n not in runtime}
+            raise ValueError(f"{kernel.name}: {what} {expr!r} names unknown {sorted(unknown)}")
