@@ -92,7 +92,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
         arg_rows = []
         for arg in kernel.args:
             kind = "XO_ARG_PTR" if arg.is_pointer else C_TYPES[arg.type][1]
-            arg_rows.append(f'  {{"{arg.name}", offsetof({k}_args, {arg.name}), {kind}}},')
+            arg_rows.append(f'  {{"{arg.name}", offsetof({k}_args, {arg.name}), {kind}, {arg.divisor}}},')
         source += [f"static const xo_arg {k}_argtab[] = {{", *arg_rows, "};"]
         source.append(f"static const char *const {k}_key_names[] = {{{', '.join(c_str(x) for x in keys) or '0'}}};")
         is_dtype = [str(int(x in kernel.dtype_axes())) for x in keys]
@@ -243,7 +243,7 @@ def kernel_entry(kernel: Kernel) -> dict:
     return {
         "name": kernel.name,
         "op": kernel.op,
-        "args": [{"name": a.name, "type": a.type, "aligned": a.aligned} for a in kernel.args],
+        "args": [{"name": a.name, "type": a.type, "aligned": a.aligned, "divisor": a.divisor} for a in kernel.args],
         "grid_args": [a.name for a in kernel.grid_args],
         "keys": {k: list(v) for k, v in kernel.keys.items()},
         "grid": list(kernel.grid),

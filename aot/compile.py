@@ -116,6 +116,7 @@ def cache_key(variant: Variant, tool: str) -> str:
             "triton": triton.__version__,
             "tool": tool,
             "fp_fusion": os.environ.get("TRITON_DEFAULT_FP_FUSION"),
+            "line_info": os.environ.get("TRITON_DISABLE_LINE_INFO"),
         },
         sort_keys=True,
     )

@@ -53,7 +53,7 @@ class Variant:
         if not self.aligned:
             return {}
         names = list(self.kernel.fn.arg_names)
-        return {(names.index(a.name),): [["tt.divisibility", 16]] for a in self.kernel.args if a.aligned}
+        return {(names.index(a.name),): [["tt.divisibility", a.divisor]] for a in self.kernel.args if a.aligned}
 
     def aligned_args(self) -> list[str]:
         return [a.name for a in self.kernel.args if a.aligned] if self.aligned else []

@@ -44,13 +44,15 @@ class Target:
 class Arg:
     """A runtime argument. `type` is a Triton type ("*fp32", "i64") or refers to a dtype axis ("*T").
 
-    `aligned` says the argument may be compiled with a divisibility-by-16 hint (16-byte aligned pointer,
-    integer multiple of 16); the runtime checks the hint before choosing such a variant.
+    `aligned` says the argument may be compiled with a divisibility hint: the pointer is 16-byte aligned, the
+    integer a multiple of `divisor` (16 unless said; 8 elements are 16 bytes of a 2-byte dtype). The runtime
+    checks the hint before choosing such a variant.
     """
 
     name: str
     type: str
     aligned: bool = False
+    divisor: int = 16
 
     @property
     def is_pointer(self) -> bool:
@@ -61,12 +63,12 @@ def ptr(name: str, dtype: str, aligned: bool = True) -> Arg:
     return Arg(name, "*" + dtype, aligned)
 
 
-def i32(name: str, aligned: bool = False) -> Arg:
-    return Arg(name, "i32", aligned)
+def i32(name: str, aligned: bool = False, divisor: int = 16) -> Arg:
+    return Arg(name, "i32", aligned, divisor)
 
 
-def i64(name: str, aligned: bool = False) -> Arg:
-    return Arg(name, "i64", aligned)
+def i64(name: str, aligned: bool = False, divisor: int = 16) -> Arg:
+    return Arg(name, "i64", aligned, divisor)
 
 
 def f32(name: str) -> Arg:
@@ -155,6 +157,8 @@ class Kernel:
                 raise ValueError(f"{self.name}: argument {a.name} has unknown type {a.type}")
             if a.name not in jit_names:
                 raise ValueError(f"{self.name}: {a.name} is not a parameter of the kernel")
+            if a.divisor not in (2, 4, 8, 16) or (a.is_pointer and a.divisor != 16):
+                raise ValueError(f"{self.name}: {a.name}: divisor must be 2, 4, 8 or 16 (16 for pointers)")
         for axis in self.constexpr_axes():
             if axis not in jit_names:
                 raise ValueError(f"{self.name}: key {axis} is not a parameter of the kernel")

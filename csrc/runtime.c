@@ -243,7 +243,7 @@ static int hints_hold(const xo_kernel *k, uint64_t mask, const void *args) {
       case XO_ARG_I64: value = (uint64_t)*(const int64_t *)p; break;
       default: continue;
     }
-    if (value % 16) return 0;
+    if (value % k->args[i].divisor) return 0;
   }
   return 1;
 }
@@ -398,4 +398,28 @@ xopsaot_status xopsaot_stream_synchronize(int device, void *stream) {
   st = drv->synchronize(stream);
   drv->leave(&ref);
   return st;
+}
+
+xopsaot_status xo_device_sm_count(int device, int *sm_count) {
+  xo_device *d;
+  xopsaot_status st = get_device(device, &d);
+  if (!st) *sm_count = d->props.sm_count;
+  return st;
+}
+
+xopsaot_status xo_workspace_alloc(int device, void *stream, uint64_t bytes, void **ptr) {
+  *ptr = NULL;
+  xo_context_ref ref;
+  xopsaot_status st = drv->enter(device, &ref);
+  if (st) return st;
+  st = drv->alloc_async(bytes, stream, ptr);
+  drv->leave(&ref);
+  return st;
+}
+
+void xo_workspace_free(int device, void *stream, void *ptr) {
+  xo_context_ref ref;
+  if (!ptr || drv->enter(device, &ref)) return;
+  drv->free_async(ptr, stream);
+  drv->leave(&ref);
 }

@@ -20,6 +20,7 @@ typedef struct xo_arg {
   const char *name;
   uint32_t offset;
   uint8_t kind;
+  uint8_t divisor; /* what an aligned variant's hint promises: the value is a multiple of it */
 } xo_arg;
 
 typedef struct xo_kernel xo_kernel;
@@ -35,7 +36,7 @@ typedef struct xo_variant {
   const int32_t *keys;    /* kernel->n_keys selection values */
   const int64_t *consts;  /* kernel->n_consts integer constexprs, for grid and predicates */
   int (*when)(const void *args, const int64_t *consts); /* NULL: always */
-  uint64_t aligned_mask;  /* bit i: runtime argument i must be divisible by 16 */
+  uint64_t aligned_mask;  /* bit i: runtime argument i must be a multiple of args[i].divisor */
   uint32_t arch;          /* CUDA: 10 * major + minor of the target */
   uint8_t backend;        /* XO_BACKEND_* */
   uint8_t arch_exact;     /* runs only on exactly this arch (sm_90a and later) */
@@ -88,6 +89,12 @@ xopsaot_status xo_require_key(const xo_kernel *kernel, int key, int32_t value, c
  * `stream`. `args` points at the kernel's generated args struct. */
 xopsaot_status xo_launch(const xo_kernel *kernel, const int32_t *keys, const void *args, int device,
                          void *stream) XO_INTERNAL;
+
+/* The multiprocessor count of `device`, for ops that size their work to the GPU. */
+xopsaot_status xo_device_sm_count(int device, int *sm_count) XO_INTERNAL;
+/* Stream-ordered workspace (cuMemAllocAsync; capturable into graphs), freed after the launches that use it. */
+xopsaot_status xo_workspace_alloc(int device, void *stream, uint64_t bytes, void **ptr) XO_INTERNAL;
+void xo_workspace_free(int device, void *stream, void *ptr) XO_INTERNAL;
 
 /* Tensor checks shared by the ops (csrc/tensor.c). */
 const char *xo_dtype_name(int32_t dtype) XO_INTERNAL;

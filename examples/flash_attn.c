@@ -114,7 +114,10 @@ int main(void) {
   xopsaot_tensor_contiguous(&tv, (void *)dv, 4, k_shape, XOPSAOT_FLOAT16, 0);
   xopsaot_tensor_contiguous(&tout, (void *)dout, 4, q_shape, XOPSAOT_FLOAT16, 0);
   const float scale = 1.0f / sqrtf((float)DIM);
-  if (xopsaot_flash_attn(&tq, &tk, &tv, &tout, scale, /*causal=*/1, /*stream=*/NULL) != XOPSAOT_SUCCESS) {
+  const xopsaot_attention_options options = {.softmax_scale = scale, .causal = 1, .window_left = -1,
+                                             .window_right = -1, .softcap = 0.0f, .num_splits = 0};
+  if (xopsaot_flash_attn(&tq, &tk, &tv, &tout, /*lse=*/NULL, /*alibi_slopes=*/NULL, &options, /*stream=*/NULL) !=
+      XOPSAOT_SUCCESS) {
     printf("xopsaot_flash_attn failed: %s\n", xopsaot_last_error());
     return 3;
   }

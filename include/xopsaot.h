@@ -120,12 +120,50 @@ XOPSAOT_API xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsao
 XOPSAOT_API xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
                                           void *stream);
 
-/* Flash attention forward, flash-attn layout: q (batch, seqlen_q, heads, headdim), k and v (batch, seqlen_k,
- * heads_k, headdim) with heads % heads_k == 0, out like q. Last dims contiguous. causal masks bottom-right
- * aligned (query i sees keys j <= i + seqlen_k - seqlen_q); rows that see no key are 0. */
+/* ---- Attention (forward), flash-attn's layouts and conventions ----
+ * Dense: q (batch, seqlen_q, heads, headdim), k and v (batch, seqlen_k, heads_k, headdim), heads % heads_k == 0
+ * (GQA/MQA), out like q. Varlen: the same without the batch dim, sequences packed along the first dim and
+ * delimited by int32 cumulative lengths (batch + 1,). fp16/bf16; headdim a multiple of 8, at most 256; strides
+ * multiples of 8 elements with a contiguous last dim; data 16-byte aligned.
+ * Query i sees key j when i + seqlen_k - seqlen_q - window_left <= j <= i + seqlen_k - seqlen_q + window_right
+ * (bottom-right alignment; a negative window side is unlimited; causal sets window_right to 0). A row that sees
+ * no key gets 0 and lse +inf.
+ * lse (optional, NULL to skip): float32 log-sum-exp of the scaled scores, (batch, heads, seqlen_q); varlen
+ * (heads, total_q). alibi_slopes (optional): float32 (heads,) or (batch, heads); adds -slope * |i + seqlen_k -
+ * seqlen_q - j| to the scores. */
+typedef struct xopsaot_attention_options {
+  float softmax_scale; /* flash-attn's default is 1 / sqrt(headdim) */
+  int causal;
+  int window_left, window_right; /* -1: unlimited */
+  float softcap;                 /* > 0: scores become softcap * tanh(scores / softcap) */
+  int num_splits;                /* split-KV slices: 0 chooses (splits when batch x heads_k cannot fill the GPU) */
+} xopsaot_attention_options;
+
 XOPSAOT_API xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xopsaot_tensor *k,
                                               const xopsaot_tensor *v, const xopsaot_tensor *out,
-                                              float softmax_scale, int causal, void *stream);
+                                              const xopsaot_tensor *lse, const xopsaot_tensor *alibi_slopes,
+                                              const xopsaot_attention_options *options, void *stream);
+
+/* Varlen: q (total_q, heads, headdim), k and v (total_k, heads_k, headdim); cu_seqlens_* int32 (batch + 1,),
+ * non-decreasing from 0, read on the device (not checked here); max_seqlen_* bound every sequence's length.
+ * Zero-length sequences are allowed. */
+XOPSAOT_API xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_tensor *k,
+                                                     const xopsaot_tensor *v, const xopsaot_tensor *cu_seqlens_q,
+                                                     const xopsaot_tensor *cu_seqlens_k, const xopsaot_tensor *out,
+                                                     const xopsaot_tensor *lse, const xopsaot_tensor *alibi_slopes,
+                                                     int max_seqlen_q, int max_seqlen_k,
+                                                     const xopsaot_attention_options *options, void *stream);
+
+/* Attention against a KV cache (decode, chunked prefill). q (batch, seqlen_q, heads, headdim). The cache is
+ * contiguous (batch, seqlen_cache, heads_k, headdim), or paged (num_pages, page_size, heads_k, headdim) when
+ * block_table (batch, max_pages) int32 is given. cache_seqlens (batch,) int32: tokens already in the cache
+ * (NULL: the whole cache). k and v (optional, batch, seqlen_new, heads_k, headdim) are first written into the
+ * cache in place at cache_seqlens[b] + t; attention then covers cache_seqlens[b] + seqlen_new keys. Indices are
+ * read on the device: positions past the cache are not written, and pages outside it read as zeros. */
+XOPSAOT_API xopsaot_status xopsaot_flash_attn_with_kvcache(
+    const xopsaot_tensor *q, const xopsaot_tensor *k_cache, const xopsaot_tensor *v_cache, const xopsaot_tensor *k,
+    const xopsaot_tensor *v, const xopsaot_tensor *cache_seqlens, const xopsaot_tensor *block_table,
+    const xopsaot_tensor *out, const xopsaot_tensor *lse, const xopsaot_attention_options *options, void *stream);
 
 #ifdef __cplusplus
 }

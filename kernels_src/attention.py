@@ -1,16 +1,33 @@
-"""Flash attention forward in flash-attn's layout: q (batch, seqlen_q, heads, D), k/v (batch, seqlen_k, heads_k,
-D), GQA by heads // heads_k query heads per key head; causal aligned bottom-right (query i sees keys
-j <= i + seqlen_k - seqlen_q); rows that see no key write 0.
+"""The attention family (forward), flash-attn's layouts: dense (batch, seqlen, heads, headdim), packed varlen
+(total_tokens, heads, headdim) with cumulative lengths, and KV caches, contiguous (batch, seqlen_cache, heads_k,
+headdim) or paged (num_pages, page_size, heads_k, headdim) behind a block table.
 
-Each program owns BLOCK_M queries of one head and streams key blocks with an online softmax in base 2
-(softmax_scale * log2(e) is folded into one multiply). Key blocks fully inside the visible range run
-without masks; only the boundary blocks (the causal diagonal, the sequence end) pay for masking.
+One kernel serves them all. A program owns BLOCK_M rows of one key head, where a row is a (query, query head)
+pair: the `group` query heads that share a key head sit in consecutive rows (GQA packing), so a decode step
+with one query and eight heads per key head fills eight rows and reads its keys once. Keys stream in blocks
+with an online softmax in base 2. Causality and sliding windows are one rule: query i sees keys j with
+diag - window_left <= j <= diag + window_right, diag = i + seqlen_k - seqlen_q (bottom-right alignment; causal
+is window_right = 0; "unlimited" arrives as a large number). Key blocks every row sees in full run without
+masks; only the edge blocks pay for them. Rows that see no key write 0 and lse = +inf (flash-attn's convention).
+
+Split-KV (flash-decoding): with num_splits > 1 each program covers one slice of its key blocks and writes an
+fp32 partial and its log-sum-exp; `attn_combine` merges the slices. New keys and values of a decode step are
+written into the cache by `kv_append` before attention runs.
+
+Head dims up to 256: tiles are 64, 128 or 256 wide (BLOCK_D) and the lanes past `head_dim` are masked; the
+hint that head_dim and the strides are multiples of 8 keeps the loads 16 bytes wide.
 """
 
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, Target, f32, i32, i64, ptr
+from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
+
+
+@triton.jit
+def _tanh(x):
+    # exp2 form: the same on every backend, and exact to rounding at both ends (exp2 -> inf gives 1)
+    return 1.0 - 2.0 / (1.0 + tl.math.exp2(x * 2.8853900817779268))
 
 
 @triton.jit
@@ -21,182 +38,469 @@ def _attend_block(
     q,
     K,
     V,
-    stride_ks,
-    stride_vs,
+    BlockTable,
     start_n,
-    seqlen_k,
-    rows,
-    shift,
-    scale_log2e,
+    k_len,
+    stride_kp,
+    stride_ks,
+    stride_vp,
+    stride_vs,
+    page_size,
+    n_pages,
+    max_pages,
+    dim_ok,
+    diag,
+    window_left,
+    window_right,
+    slope_row,
+    qk_scale,
+    softcap_log2e,
     MASKED: tl.constexpr,
-    IS_CAUSAL: tl.constexpr,
+    PAGED: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    ALIBI: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     cols = start_n + tl.arange(0, BLOCK_N)
-    dims = tl.arange(0, HEAD_DIM)
-    k_ptrs = K + start_n.to(tl.int64) * stride_ks + tl.arange(0, BLOCK_N)[:, None] * stride_ks + dims[None, :]
-    v_ptrs = V + start_n.to(tl.int64) * stride_vs + tl.arange(0, BLOCK_N)[:, None] * stride_vs + dims[None, :]
-    if MASKED:
-        k = tl.load(k_ptrs, mask=cols[:, None] < seqlen_k, other=0.0)
+    dims = tl.arange(0, BLOCK_D)
+    if PAGED:
+        # each key row finds its page; rows past the table or pages outside the cache load nothing
+        slot = cols // page_size
+        page = tl.load(BlockTable + slot, mask=(slot < max_pages) & (cols < k_len), other=-1)
+        within = (cols - slot * page_size).to(tl.int64)
+        k_rows = page.to(tl.int64) * stride_kp + within * stride_ks
+        v_rows = page.to(tl.int64) * stride_vp + within * stride_vs
+        load_mask = ((page >= 0) & (page < n_pages))[:, None] & dim_ok[None, :]
     else:
-        k = tl.load(k_ptrs)
-    s = tl.dot(q, tl.trans(k)) * scale_log2e
+        k_rows = cols.to(tl.int64) * stride_ks
+        v_rows = cols.to(tl.int64) * stride_vs
+        if MASKED:
+            load_mask = (cols[:, None] < k_len) & dim_ok[None, :]
+        else:
+            load_mask = dim_ok[None, :]
+    k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0.0)
+    s = tl.dot(q, tl.trans(k))
+    if SOFTCAP:
+        s = _tanh(s * qk_scale) * softcap_log2e
+    else:
+        s = s * qk_scale
+    if ALIBI:
+        # -slope * |i + shift - j| in the base-2 units of s (slope_row carries log2(e))
+        s -= slope_row[:, None] * tl.abs(diag[:, None] - cols[None, :]).to(tl.float32)
     if MASKED:
-        visible = cols[None, :] < seqlen_k
-        if IS_CAUSAL:
-            visible = visible & (cols[None, :] <= rows[:, None] + shift)
+        visible = (cols[None, :] < k_len) & (cols[None, :] >= diag[:, None] - window_left)
+        visible = visible & (cols[None, :] <= diag[:, None] + window_right)
         s = tl.where(visible, s, -float("inf"))
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
     p = tl.math.exp2(s - m_safe[:, None])
     alpha = tl.math.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, axis=1)
-    if MASKED:
-        v = tl.load(v_ptrs, mask=cols[:, None] < seqlen_k, other=0.0)
-    else:
-        v = tl.load(v_ptrs)
+    v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0.0)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, m_new, l_i
 
 
 @triton.jit
-def flash_attn_fwd(
+def attn_fwd(
     Q,
     K,
     V,
     Out,
+    Lse,
+    Opart,
+    CuSeqlensQ,
+    CuSeqlensK,
+    SequsedK,
+    BlockTable,
+    AlibiSlopes,
     stride_qb,
-    stride_qh,
     stride_qs,
+    stride_qh,
     stride_kb,
-    stride_kh,
     stride_ks,
+    stride_kh,
     stride_vb,
-    stride_vh,
     stride_vs,
+    stride_vh,
     stride_ob,
-    stride_oh,
     stride_os,
+    stride_oh,
+    stride_lb,
+    stride_lh,
+    stride_ls,
+    stride_lsplit,
+    stride_psplit,
+    stride_btb,
+    stride_ab,
     seqlen_q,
     seqlen_k,
+    head_dim,
+    heads,
     group,
-    scale_log2e,
-    HEAD_DIM: tl.constexpr,
-    IS_CAUSAL: tl.constexpr,
+    num_splits,
+    varlen_q,
+    varlen_k,
+    has_seqused_k,
+    seqlen_k_new,
+    page_size,
+    n_pages,
+    max_pages,
+    window_left,
+    window_right,
+    write_lse,
+    qk_scale,
+    softcap_log2e,
+    BLOCK_D: tl.constexpr,
+    PAGED: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    ALIBI: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
-    start_m = tl.program_id(0) * BLOCK_M
-    head = tl.program_id(1)
-    batch = tl.program_id(2).to(tl.int64)
-    head_k = head // group
-    Q += batch * stride_qb + head.to(tl.int64) * stride_qh + start_m.to(tl.int64) * stride_qs
-    Out += batch * stride_ob + head.to(tl.int64) * stride_oh + start_m.to(tl.int64) * stride_os
-    K += batch * stride_kb + head_k.to(tl.int64) * stride_kh
-    V += batch * stride_vb + head_k.to(tl.int64) * stride_vh
+    # heaviest query blocks first: under causality the last blocks see the most keys
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+    head_k = tl.program_id(1) // num_splits
+    split = tl.program_id(1) % num_splits
+    batch = tl.program_id(2)
+
+    # this batch element's sequences: packed (cumulative lengths) or dense (batch strides)
+    q_start = tl.load(CuSeqlensQ + batch, mask=varlen_q != 0, other=0)
+    q_len = tl.load(CuSeqlensQ + batch + 1, mask=varlen_q != 0, other=0) - q_start
+    q_len = tl.where(varlen_q != 0, q_len, seqlen_q)
+    k_start = tl.load(CuSeqlensK + batch, mask=varlen_k != 0, other=0)
+    k_len = tl.load(CuSeqlensK + batch + 1, mask=varlen_k != 0, other=0) - k_start
+    k_len = tl.where(varlen_k != 0, k_len, seqlen_k)
+    k_len = tl.where(has_seqused_k != 0, tl.load(SequsedK + batch, mask=has_seqused_k != 0, other=0), k_len)
+    k_len += seqlen_k_new
+    n_rows = q_len * group
+    if start_m >= n_rows:
+        return
 
     rows = start_m + tl.arange(0, BLOCK_M)
-    offs_m = tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, HEAD_DIM)
-    row_ok = rows[:, None] < seqlen_q
-    q = tl.load(Q + offs_m[:, None] * stride_qs + dims[None, :], mask=row_ok, other=0.0)
+    row_ok = rows < n_rows
+    q_pos = rows // group
+    head = head_k * group + rows % group
+    dims = tl.arange(0, BLOCK_D)
+    dim_ok = dims < head_dim
+    q_rows = batch.to(tl.int64) * stride_qb + (q_start + q_pos).to(tl.int64) * stride_qs
+    q_rows += head.to(tl.int64) * stride_qh
+    q = tl.load(Q + q_rows[:, None] + dims[None, :], mask=row_ok[:, None] & dim_ok[None, :], other=0.0)
+
+    if PAGED:
+        K += head_k.to(tl.int64) * stride_kh
+        V += head_k.to(tl.int64) * stride_vh
+        BlockTable += batch.to(tl.int64) * stride_btb
+    else:
+        K += batch.to(tl.int64) * stride_kb + k_start.to(tl.int64) * stride_ks + head_k.to(tl.int64) * stride_kh
+        V += batch.to(tl.int64) * stride_vb + k_start.to(tl.int64) * stride_vs + head_k.to(tl.int64) * stride_vh
+
+    shift = k_len - q_len
+    diag = q_pos + shift
+    slope_row = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if ALIBI:
+        slope_row = tl.load(AlibiSlopes + batch * stride_ab + head, mask=row_ok, other=0.0) * 1.4426950408889634
+    # keys some row of the block sees: [begin, end); keys every row sees: [full_lo, full_hi)
+    first_diag = start_m // group + shift
+    last_diag = tl.minimum((start_m + BLOCK_M - 1) // group, q_len - 1) + shift
+    lo = tl.maximum(first_diag - window_left, 0)
+    end = tl.minimum(k_len, last_diag + window_right + 1)
+    begin = lo // BLOCK_N * BLOCK_N
+    full_lo = tl.maximum(last_diag - window_left, lo)
+    full_hi = tl.minimum(end, first_diag + window_right + 1)
+    f_lo = tl.cdiv(full_lo, BLOCK_N) * BLOCK_N
+    f_hi = full_hi // BLOCK_N * BLOCK_N
+    u_lo = tl.where(f_lo < f_hi, f_lo, begin)
+    u_hi = tl.where(f_lo < f_hi, f_hi, begin)
+    # this program's slice of the key blocks
+    per_split = tl.cdiv(tl.cdiv(tl.maximum(end - begin, 0), BLOCK_N), num_splits)
+    s_lo = begin + split * per_split * BLOCK_N
+    s_hi = tl.minimum(s_lo + per_split * BLOCK_N, end)
 
     m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-
-    shift = seqlen_k - seqlen_q  # bottom-right alignment
-    end = seqlen_k
-    full_end = (seqlen_k // BLOCK_N) * BLOCK_N
-    if IS_CAUSAL:
-        end = tl.minimum(seqlen_k, start_m + BLOCK_M + shift)  # past the last row's last visible key
-        first_row_limit = start_m + shift + 1  # keys below this are visible to every row of the block
-        full_end = tl.minimum(full_end, tl.maximum(first_row_limit, 0) // BLOCK_N * BLOCK_N)
-    full_end = tl.maximum(tl.minimum(full_end, end), 0)
-    for start_n in range(0, full_end, BLOCK_N):
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    # the edges (the window's left side; the diagonal and the sequence end) in one masked loop, so the kernel
+    # holds two copies of the block code, not three; then the blocks every row sees in full, unmasked
+    lead = tl.maximum(begin, s_lo)
+    n_lead = tl.cdiv(tl.maximum(tl.minimum(u_lo, s_hi) - lead, 0), BLOCK_N)
+    trail = tl.maximum(u_hi, s_lo)
+    n_trail = tl.cdiv(tl.maximum(s_hi - trail, 0), BLOCK_N)
+    for i in range(0, n_lead + n_trail):
+        start_n = tl.where(i < n_lead, lead + i * BLOCK_N, trail + (i - n_lead) * BLOCK_N)
         acc, m_i, l_i = _attend_block(
-            acc,
-            m_i,
-            l_i,
-            q,
-            K,
-            V,
-            stride_ks,
-            stride_vs,
-            start_n,
-            seqlen_k,
-            rows,
-            shift,
-            scale_log2e,
-            False,
-            IS_CAUSAL,
-            BLOCK_N,
-            HEAD_DIM,
-        )
-    for start_n in range(full_end, end, BLOCK_N):
+            acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
+            page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, qk_scale,
+            softcap_log2e, True, PAGED, SOFTCAP, ALIBI, BLOCK_N, BLOCK_D,
+        )  # fmt: skip
+    for start_n in range(tl.maximum(u_lo, s_lo), tl.minimum(u_hi, s_hi), BLOCK_N):
         acc, m_i, l_i = _attend_block(
-            acc,
-            m_i,
-            l_i,
-            q,
-            K,
-            V,
-            stride_ks,
-            stride_vs,
-            start_n,
-            seqlen_k,
-            rows,
-            shift,
-            scale_log2e,
-            True,
-            IS_CAUSAL,
-            BLOCK_N,
-            HEAD_DIM,
-        )
+            acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
+            page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, qk_scale,
+            softcap_log2e, False, PAGED, SOFTCAP, ALIBI, BLOCK_N, BLOCK_D,
+        )  # fmt: skip
 
-    out = tl.where(l_i[:, None] > 0, acc / l_i[:, None], 0.0)
-    tl.store(Out + offs_m[:, None] * stride_os + dims[None, :], out.to(Out.dtype.element_ty), mask=row_ok)
+    seen = l_i > 0
+    out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
+    lse = (m_i + tl.math.log2(tl.where(seen, l_i, 1.0))) * 0.6931471805599453
+    q_abs = batch.to(tl.int64) * seqlen_q + q_pos  # dense: b * seqlen_q + i; packed: the token index
+    q_abs = tl.where(varlen_q != 0, (q_start + q_pos).to(tl.int64), q_abs)
+    if num_splits > 1:
+        # partials: (split, token, head, BLOCK_D) fp32 and (split, token, head); an empty slice has lse -inf
+        part_rows = split.to(tl.int64) * stride_psplit + (q_abs * heads + head) * BLOCK_D
+        tl.store(Opart + part_rows[:, None] + dims[None, :], out, mask=row_ok[:, None])
+        lse_rows = split.to(tl.int64) * stride_lsplit + q_abs * heads + head
+        tl.store(Lse + lse_rows, tl.where(seen, lse, -float("inf")), mask=row_ok)
+    else:
+        o_rows = batch.to(tl.int64) * stride_ob + (q_start + q_pos).to(tl.int64) * stride_os
+        o_rows += head.to(tl.int64) * stride_oh
+        tl.store(Out + o_rows[:, None] + dims[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None] & dim_ok)
+        if write_lse != 0:
+            lse_rows = batch.to(tl.int64) * stride_lb + head.to(tl.int64) * stride_lh
+            lse_rows += (q_start + q_pos).to(tl.int64) * stride_ls
+            tl.store(Lse + lse_rows, tl.where(seen, lse, float("inf")), mask=row_ok)
 
 
-def configs(target: Target, keys) -> list[Config]:
+@triton.jit
+def attn_combine(
+    Opart,
+    LsePart,
+    Out,
+    Lse,
+    stride_psplit,
+    stride_lsplit,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    stride_lb,
+    stride_lh,
+    stride_ls,
+    seqlen_q,
+    heads,
+    head_dim,
+    num_splits,
+    write_lse,
+    BLOCK_D: tl.constexpr,
+    MAX_SPLITS: tl.constexpr,
+):
+    """Merge the split partials of one (token, head) row: out = sum_s exp(lse_s - lse) out_s. seqlen_q is the
+    sequence length of dense inputs and 2^30 for packed ones (then every token is in "batch" 0)."""
+    row = tl.program_id(0).to(tl.int64)
+    q_abs = row // heads
+    head = row % heads
+    batch = q_abs // seqlen_q
+    q_pos = q_abs % seqlen_q
+    splits = tl.arange(0, MAX_SPLITS)
+    lse_s = tl.load(LsePart + splits * stride_lsplit + row, mask=splits < num_splits, other=-float("inf"))
+    m = tl.max(lse_s, axis=0)
+    m_safe = tl.where(m == -float("inf"), 0.0, m)
+    total = tl.sum(tl.exp(lse_s - m_safe), axis=0)
+    lse = tl.where(total > 0, m_safe + tl.log(tl.where(total > 0, total, 1.0)), float("inf"))
+    dims = tl.arange(0, BLOCK_D)
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for s in range(0, num_splits):
+        weight = tl.exp(tl.load(LsePart + s * stride_lsplit + row) - lse)  # 0 for empty slices and rows
+        acc += weight * tl.load(Opart + s * stride_psplit + row * BLOCK_D + dims)
+    o_row = batch * stride_ob + q_pos * stride_os + head * stride_oh
+    tl.store(Out + o_row + dims, acc.to(Out.dtype.element_ty), mask=dims < head_dim)
+    if write_lse != 0:
+        tl.store(Lse + batch * stride_lb + head * stride_lh + q_pos * stride_ls, lse)
+
+
+@triton.jit
+def kv_append(
+    KNew,
+    VNew,
+    KCache,
+    VCache,
+    CacheSeqlens,
+    BlockTable,
+    stride_nb,
+    stride_ns,
+    stride_nh,
+    stride_vnb,
+    stride_vns,
+    stride_vnh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_vb,
+    stride_vs,
+    stride_vh,
+    stride_btb,
+    head_dim,
+    paged,
+    page_size,
+    n_pages,
+    max_pages,
+    capacity,
+    BLOCK_D: tl.constexpr,
+):
+    """Write token t of k/v (batch, seqlen_new, heads_k, headdim) into the cache at cache_seqlens[b] + t.
+    Positions past the cache's capacity or pages outside it are not written (the op layer rejects them)."""
+    t = tl.program_id(0)
+    head = tl.program_id(1).to(tl.int64)
+    batch = tl.program_id(2).to(tl.int64)
+    pos = tl.load(CacheSeqlens + batch) + t
+    dims = tl.arange(0, BLOCK_D)
+    if paged != 0:
+        slot = pos // page_size
+        page = tl.load(BlockTable + batch * stride_btb + slot, mask=(slot < max_pages) & (pos >= 0), other=-1)
+        ok = (page >= 0) & (page < n_pages) & (pos >= 0)
+        within = (pos - slot * page_size).to(tl.int64)
+        k_row = page.to(tl.int64) * stride_kb + within * stride_ks
+        v_row = page.to(tl.int64) * stride_vb + within * stride_vs
+    else:
+        ok = (pos >= 0) & (pos < capacity)
+        k_row = batch * stride_kb + pos.to(tl.int64) * stride_ks
+        v_row = batch * stride_vb + pos.to(tl.int64) * stride_vs
+    mask = (dims < head_dim) & ok
+    k = tl.load(KNew + batch * stride_nb + t * stride_ns + head * stride_nh + dims, mask=mask)
+    v = tl.load(VNew + batch * stride_vnb + t * stride_vns + head * stride_vnh + dims, mask=mask)
+    tl.store(KCache + k_row + head * stride_kh + dims, k, mask=mask)
+    tl.store(VCache + v_row + head * stride_vh + dims, v, mask=mask)
+
+
+# --- the compiled grid ---
+
+DECODE_ROWS = 16  # rows = seqlen_q * group up to this run on 16-row tiles (decode, GQA up to 16)
+
+
+def attention_configs(target: Target, keys) -> list[Config]:
+    """Per target: a small-row config for decode first, then prefill configs. ALiBi is not offered with a paged
+    cache (flash_attn_with_kvcache has no alibi_slopes), so that combination compiles nothing."""
+    if keys["PAGED"] and keys["ALIBI"]:
+        return []
+    d = keys["BLOCK_D"]
+    decode_n = 64 if d == 256 else 128
+    small = "seqlen_q * group <= 16"
     if target.arch in (90, 100):  # 227 KB of shared memory
-        block_n = 128 if keys["HEAD_DIM"] <= 64 else 64
-        return [Config({"BLOCK_M": 128, "BLOCK_N": block_n}, num_warps=8, num_stages=3)]
-    # sm_80 serves every 8.x GPU, sm_120 is consumer Blackwell: at most 96 KB fits their 99 KB
-    warps = 4 if keys["HEAD_DIM"] <= 64 else 8
-    return [Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=warps, num_stages=3)]
+        decode = Config({"BLOCK_M": 16, "BLOCK_N": decode_n}, num_warps=4, num_stages=3, when=small)
+        if d == 64:
+            return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 128}, num_warps=8, num_stages=3)]
+        if d == 128:
+            return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3)]
+        return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2)]
+    # sm_80 serves every 8.x GPU, sm_120 is consumer Blackwell: keep to the 99 KB they all have
+    decode = Config({"BLOCK_M": 16, "BLOCK_N": 64 if d < 256 else 32}, num_warps=4, num_stages=2, when=small)
+    if d == 64:
+        return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3)]
+    if d == 128:
+        return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2)]
+    return [decode, Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=2)]
+
+
+def aligned_stride(name: str) -> object:
+    return i64(name, aligned=True, divisor=8)
 
 
 KERNELS = [
     Kernel(
-        fn=flash_attn_fwd,
+        fn=attn_fwd,
         op="flash_attn",
         args=[
             ptr("Q", "T"),
             ptr("K", "T"),
             ptr("V", "T"),
             ptr("Out", "T"),
-            i64("stride_qb", aligned=True),
-            i64("stride_qh", aligned=True),
-            i32("stride_qs", aligned=True),
-            i64("stride_kb", aligned=True),
-            i64("stride_kh", aligned=True),
-            i32("stride_ks", aligned=True),
-            i64("stride_vb", aligned=True),
-            i64("stride_vh", aligned=True),
-            i32("stride_vs", aligned=True),
-            i64("stride_ob", aligned=True),
-            i64("stride_oh", aligned=True),
-            i32("stride_os", aligned=True),
+            ptr("Lse", "fp32", aligned=False),
+            ptr("Opart", "fp32"),
+            ptr("CuSeqlensQ", "i32", aligned=False),
+            ptr("CuSeqlensK", "i32", aligned=False),
+            ptr("SequsedK", "i32", aligned=False),
+            ptr("BlockTable", "i32", aligned=False),
+            ptr("AlibiSlopes", "fp32", aligned=False),
+            *(aligned_stride(f"stride_{t}{a}") for t in "qkvo" for a in "bsh"),
+            i64("stride_lb"),
+            i64("stride_lh"),
+            i64("stride_ls"),
+            i64("stride_lsplit"),
+            i64("stride_psplit"),
+            i64("stride_btb"),
+            i32("stride_ab"),
             i32("seqlen_q"),
             i32("seqlen_k"),
+            i32("head_dim", aligned=True, divisor=8),
+            i32("heads"),
             i32("group"),
-            f32("scale_log2e"),
+            i32("num_splits"),
+            i32("varlen_q"),
+            i32("varlen_k"),
+            i32("has_seqused_k"),
+            i32("seqlen_k_new"),
+            i32("page_size"),
+            i32("n_pages"),
+            i32("max_pages"),
+            i32("window_left"),
+            i32("window_right"),
+            i32("write_lse"),
+            f32("qk_scale"),
+            f32("softcap_log2e"),
         ],
-        keys={"T": ["fp16", "bf16"], "HEAD_DIM": [64, 128], "IS_CAUSAL": [False, True]},
-        grid_args=[i32("heads"), i32("batch")],
-        grid=["cdiv(seqlen_q, BLOCK_M)", "heads", "batch"],
-        configs=configs,
+        keys={
+            "T": ["fp16", "bf16"],
+            "BLOCK_D": [64, 128, 256],
+            "PAGED": [False, True],
+            "SOFTCAP": [False, True],
+            "ALIBI": [False, True],
+        },
+        grid_args=[i32("batch"), i32("heads_k")],
+        grid=["cdiv(seqlen_q * group, BLOCK_M)", "heads_k * num_splits", "batch"],
+        configs=attention_configs,
+        aligned=ALIGNED_ONLY,
+    ),
+    Kernel(
+        fn=attn_combine,
+        op="flash_attn",
+        args=[
+            ptr("Opart", "fp32"),
+            ptr("LsePart", "fp32", aligned=False),
+            ptr("Out", "T"),
+            ptr("Lse", "fp32", aligned=False),
+            i64("stride_psplit"),
+            i64("stride_lsplit"),
+            aligned_stride("stride_ob"),
+            aligned_stride("stride_os"),
+            aligned_stride("stride_oh"),
+            i64("stride_lb"),
+            i64("stride_lh"),
+            i64("stride_ls"),
+            i32("seqlen_q"),
+            i32("heads"),
+            i32("head_dim", aligned=True, divisor=8),
+            i32("num_splits"),
+            i32("write_lse"),
+        ],
+        keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128, 256]},
+        grid_args=[i64("rows")],
+        grid=["rows", "1", "1"],
+        configs=[Config({"MAX_SPLITS": 128}, num_warps=4, num_stages=1)],
+        aligned=ALIGNED_ONLY,
+    ),
+    Kernel(
+        fn=kv_append,
+        op="flash_attn_with_kvcache",
+        args=[
+            ptr("KNew", "T"),
+            ptr("VNew", "T"),
+            ptr("KCache", "T"),
+            ptr("VCache", "T"),
+            ptr("CacheSeqlens", "i32", aligned=False),
+            ptr("BlockTable", "i32", aligned=False),
+            *(aligned_stride(f"stride_{t}{a}") for t in ("n", "vn", "k", "v") for a in "bsh"),
+            i64("stride_btb"),
+            i32("head_dim", aligned=True, divisor=8),
+            i32("paged"),
+            i32("page_size"),
+            i32("n_pages"),
+            i32("max_pages"),
+            i64("capacity"),
+        ],
+        keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128, 256]},
+        grid_args=[i32("seqlen_new"), i32("heads_k"), i32("batch")],
+        grid=["seqlen_new", "heads_k", "batch"],
+        configs=[Config({}, num_warps=1, num_stages=1)],
+        aligned=ALIGNED_ONLY,
     ),
 ]

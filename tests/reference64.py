@@ -47,24 +47,55 @@ def matmul64(a, b):
     return np.matmul(f64(a), f64(b))
 
 
-def attention64(q, k, v, causal=False, scale=None):
-    """Per (batch, head): softmax(q k^T * scale) v over the full score matrix. GQA by head index // group;
-    causal bottom-right aligned; rows with no visible key are 0 (flash-attn's convention)."""
+def attention64(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, alibi=None, with_lse=False):
+    """Per (batch, head): softmax over the full score matrix, in float64. GQA by head index // group; causal and
+    window (left, right; -1 unlimited) bottom-right aligned; softcap * tanh(s / softcap); alibi (heads,) or
+    (batch, heads) adds -slope * |i + seqlen_k - seqlen_q - j|. Rows with no visible key are 0 with lse +inf
+    (flash-attn's convention). with_lse: also the log-sum-exp (batch, heads, seqlen_q)."""
     q, k, v = f64(q), f64(k), f64(v)
     batch, seqlen_q, heads, dim = q.shape
     seqlen_k, heads_k = k.shape[1], k.shape[2]
     scale = dim**-0.5 if scale is None else scale
     out = np.zeros_like(q)
+    lse = np.full((batch, heads, seqlen_q), np.inf)
+    distance = np.arange(seqlen_q)[:, None] + (seqlen_k - seqlen_q) - np.arange(seqlen_k)[None, :]
+    left, right = window[0], 0 if causal else window[1]
     visible = np.ones((seqlen_q, seqlen_k), dtype=bool)
-    if causal:
-        visible = np.arange(seqlen_k)[None, :] <= np.arange(seqlen_q)[:, None] + (seqlen_k - seqlen_q)
+    if left >= 0:
+        visible &= distance <= left
+    if right >= 0:
+        visible &= distance >= -right
+    slopes = None if alibi is None else np.broadcast_to(f64(alibi), (batch, heads))
     for b in range(batch):
         for h in range(heads):
             hk = h // (heads // heads_k)
             s = q[b, :, h] @ k[b, :, hk].T * scale
+            if softcap > 0:
+                s = softcap * np.tanh(s / softcap)
+            if slopes is not None:
+                s = s - slopes[b, h] * np.abs(distance)
             s = np.where(visible, s, -np.inf)
-            row_max = s.max(axis=1, keepdims=True)
-            p = np.where(visible, np.exp(s - np.where(np.isfinite(row_max), row_max, 0)), 0.0)
+            row_max = s.max(axis=1, keepdims=True, initial=-np.inf)
+            safe = np.where(np.isfinite(row_max), row_max, 0)
+            p = np.where(visible, np.exp(s - safe), 0.0)
             total = p.sum(axis=1, keepdims=True)
             out[b, :, h] = np.where(total > 0, (p / np.where(total > 0, total, 1)) @ v[b, :, hk], 0.0)
-    return out
+            lse[b, h] = np.where(
+                total[:, 0] > 0, safe[:, 0] + np.log(np.where(total[:, 0] > 0, total[:, 0], 1)), np.inf
+            )
+    return (out, lse) if with_lse else out
+
+
+def assert_lse_close(actual, expected: np.ndarray, tol: float = 1e-4, what: str = "lse") -> None:
+    """Log-sum-exps: +inf exactly where the reference has it (rows that see no key), else within tol (absolute,
+    in log space, i.e. relative for the sum)."""
+    a = np.asarray(actual, dtype=np.float64)
+    empty = np.isinf(expected)
+    assert np.array_equal(np.isinf(a) & (a > 0), empty), f"{what}: +inf rows differ"
+    err = np.abs(a[~empty] - expected[~empty]).max(initial=0.0)
+    assert err <= tol, f"{what}: max error {err:.2e} > {tol}"
+
+
+def varlen_pieces(cu: np.ndarray):
+    """(b, slice) per sequence of cumulative lengths cu."""
+    return [(b, slice(int(cu[b]), int(cu[b + 1]))) for b in range(len(cu) - 1)]

@@ -11,7 +11,7 @@ from reference64 import assert_close, matmul64, softmax64
 import xopsaot
 from xopsaot import _call
 
-OPS = ["add", "flash_attn", "matmul", "rms_norm", "softmax"]
+OPS = ["add", "flash_attn", "flash_attn_varlen", "flash_attn_with_kvcache", "matmul", "rms_norm", "softmax"]
 
 
 def test_ops_and_dispatch(rng):
@@ -29,7 +29,10 @@ def test_ops_and_dispatch(rng):
 
 @pytest.mark.parametrize("name", ["nope", "", None, 3])
 def test_dispatch_unknown_op(name):
-    with pytest.raises(ValueError, match="known ops: add, flash_attn, matmul, rms_norm, softmax"):
+    with pytest.raises(
+        ValueError,
+        match="known ops: add, flash_attn, flash_attn_varlen, flash_attn_with_kvcache, matmul, rms_norm, softmax",
+    ):
         xopsaot.dispatch(name)
 
 

@@ -181,7 +181,8 @@ def test_every_compiled_variant_was_checked(request):
     ran = {item.originalname for item in request.session.items if item.module is sys.modules[__name__]}
     if not {"test_add", "test_rms_norm", "test_softmax", "test_matmul", "test_flash_attn"} <= ran:
         pytest.skip("the op tests did not all run in this session")
-    missing = device_variants() - USED
+    attention = {"attn_fwd", "attn_combine", "kv_append"}  # tests/test_attention.py covers these
+    missing = {i for i in device_variants() - USED if _library.manifest()["variants"][i]["kernel"] not in attention}
     labels = [
         (v["kernel"], v["dtypes"], v["constexprs"], bool(v["aligned_args"]))
         for v in _library.manifest()["variants"]
@@ -351,10 +352,7 @@ def test_mixed_devices(rng):
         xopsaot.add(cuda(rng, (4,), "float32"), torch.zeros(4))
 
 
-def test_head_dim_not_compiled(rng):
-    q = cuda(rng, (1, 8, 2, 80), "float16")
-    with pytest.raises(ValueError, match=r"head dim 80 is not compiled \(compiled: 64, 128\)"):
-        xopsaot.flash_attn(q, q, q)
+def test_attention_dtype_on_the_gpu(rng):
     with pytest.raises(TypeError, match="supported on the GPU: float16, bfloat16"):
         xopsaot.flash_attn(*(cuda(rng, (1, 8, 2, 64), "float32") for _ in range(3)))
 

@@ -47,7 +47,7 @@ class Launch(ctypes.Structure):
     _fields_ = [("image", ctypes.c_void_p), ("ctx_id", ctypes.c_ulonglong), ("name", ctypes.c_char * 128),
                 ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
                 ("cluster", ctypes.c_uint), ("stream", ctypes.c_void_p), ("nparams", ctypes.c_int),
-                ("params", ctypes.c_ulonglong * 48)]
+                ("params", ctypes.c_ulonglong * 64)]
 
 if fake is not None:
     fake.fake_cuda_launch.restype = ctypes.POINTER(Launch)
@@ -60,6 +60,9 @@ for v in MANIFEST["variants"]:
     size = ctypes.c_uint64()
     _library.library().xopsaot_variant_binary(v["index"], ctypes.byref(data), ctypes.byref(size))
     BY_ADDRESS[data.value] = v
+
+def options(scale, causal=0, splits=1):
+    return _library.AttentionOptions(scale, causal, -1, -1, 0.0, splits)
 
 def tensor(shape, dtype="float16", ptr=0x7f0000000000, device=0, strides=None):
     shape = tuple(shape)
@@ -181,26 +184,30 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
     r = scenario(
         fake_driver,
         f"""
-        fake.fake_cuda_expect_params(24)
+        fake.fake_cuda_expect_params(50)
         q = tensor((2, 300, 8, 128), ptr={A})
         k = tensor((2, 77, 2, 128), ptr={B})
-        _library.call("xopsaot_flash_attn", (q, k, k, tensor((2, 300, 8, 128), ptr={C})), 0.125, 1, 0)
-        emit(launch=launches()[0])
+        out = tensor((2, 300, 8, 128), ptr={C})
+        _library.call("xopsaot_flash_attn", (q, k, k, out, None, None), options(0.125, causal=1), 0)
+        emit(launch=launches()[0], count=len(launches()))
     """,
     )
     launch = r["launch"]
     variant = launch["variant"]
-    assert variant["keys"] == {"HEAD_DIM": 128, "IS_CAUSAL": True}
-    assert launch["grid"] == [-(-300 // variant["constexprs"]["BLOCK_M"]), 8, 2]
+    assert r["count"] == 1  # 2 x 2 key heads x 10 query blocks fill the GPU: no split-KV
+    assert variant["keys"] == {"BLOCK_D": 128, "PAGED": False, "SOFTCAP": False, "ALIBI": False}
+    assert launch["grid"] == [-(-300 * 4 // variant["constexprs"]["BLOCK_M"]), 2, 2]  # GQA rows packed per key head
     assert launch["smem"] == variant["shared"] > 48 * 1024  # needed the per-device opt-in
-    p = decode(launch["params"], "flash_attn_fwd")
-    assert p[:4] == [A, B, B, C]
-    # strides (batch, head, sequence) of q, k, v, out
-    assert p[4:7] == [300 * 8 * 128, 128, 8 * 128] and p[7:10] == [77 * 2 * 128, 128, 2 * 128]
-    assert p[10:13] == p[7:10] and p[13:16] == p[4:7]
-    assert p[16:19] == [300, 77, 4]  # seqlen_q, seqlen_k, query heads per key head
-    assert abs(p[19] - 0.125 * 1.4426950408889634) < 1e-6  # softmax_scale * log2(e)
-    assert p[20:22] == [0, 0]  # hidden scratch arguments
+    p = decode(launch["params"], "attn_fwd")
+    assert p[:4] == [A, B, B, C] and p[4:11] == [0] * 7  # no lse, partials, cu_seqlens, seqused, table, alibi
+    # strides (batch, sequence, head) of q, k, v, out
+    assert p[11:14] == [300 * 8 * 128, 8 * 128, 128] and p[14:17] == [77 * 2 * 128, 2 * 128, 128]
+    assert p[17:20] == p[14:17] and p[20:23] == p[11:14]
+    # seqlen_q, seqlen_k, head_dim, heads, group, num_splits, then no varlen/seqused/new keys/pages
+    assert p[30:36] == [300, 77, 128, 8, 4, 1] and p[36:43] == [0] * 7
+    assert p[43:46] == [1 << 30, 0, 0]  # window: unlimited left, causal right; no lse
+    assert abs(p[46] - 0.125 * 1.4426950408889634) < 1e-6 and p[47] == 0  # softmax_scale * log2(e); no softcap
+    assert p[48:50] == [0, 0]  # hidden scratch arguments
 
 
 @needs_sm90
@@ -214,14 +221,23 @@ def test_variants_must_fit_the_shared_memory(fake_driver, optin):
         preload = error_of(xopsaot.preload, 0)
         loads = fake.fake_cuda_load_count()
         q = tensor((1, 64, 1, 128))
-        emit(error=error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q), 0.1, 0, 0), launches=launches(),
+        emit(error=error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q, None, None), options(0.1), 0),
+             launches=launches(),
              preload=preload, loads=loads)
     """,
         FAKE_CUDA_SMEM_OPTIN=str(optin),
     )
     variants = [v for v in _library.manifest()["variants"] if v["arch"] == "sm_90a"]
     assert r["preload"] is None and r["loads"] == sum(v["shared"] <= optin for v in variants)
-    sm90 = [v for v in variants if v["kernel"] == "flash_attn_fwd"]
+    keys = {"BLOCK_D": 128, "PAGED": False, "SOFTCAP": False, "ALIBI": False}
+    sm90 = [  # the variants that could serve this call (64 rows: not the decode config)
+        v
+        for v in variants
+        if v["kernel"] == "attn_fwd"
+        and v["keys"] == keys
+        and v["dtypes"] == {"T": "float16"}
+        and v["constexprs"]["BLOCK_M"] > 16
+    ]
     if any(v["shared"] <= optin for v in sm90):
         assert r["error"] is None and r["launches"][0]["variant"]["shared"] <= optin
         assert max(v["shared"] for v in sm90) > optin  # the preferred variant was skipped
@@ -279,7 +295,8 @@ def test_driver_errors_are_reported(fake_driver, tmp_path):
         tmp_path / "libcuda.so.1",
         """
         q = tensor((1, 4, 1, 64))
-        emit(info=xopsaot.info(), error=error_of(_library.call, "xopsaot_flash_attn", (q,) * 4, 0.1, 0, 0))
+        attn = (q,) * 4 + (None, None)
+        emit(info=xopsaot.info(), error=error_of(_library.call, "xopsaot_flash_attn", attn, options(0.1), 0))
     """,
     )
     assert "the CUDA driver could not be loaded" in missing["info"]["reason"]
@@ -345,7 +362,7 @@ def test_graph_capture_needs_preload(fake_driver):
         fake.fake_cuda_set_capturing(stream, 1)
         q = tensor((1, 33, 2, 64))
         after = [error_of(_library.call, "xopsaot_add", (tensor((64,)),) * 3, stream),
-                 error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q), 0.1, 1, stream)]
+                 error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q, None, None), options(0.1, 1), stream)]
         emit(before=before, loads_during_capture=loads_during_capture, loads=loads, after=after,
              loads_after=fake.fake_cuda_load_count(), violations=fake.fake_cuda_capture_violations())
     """,
@@ -367,6 +384,10 @@ def raw_call(name, *descriptors, scalars=(0,)):
     lib = _library.library()
     status = getattr(lib, name)(*addresses, *scalars)
     return status, lib.xopsaot_last_error().decode()
+
+
+def attn(scale, causal=0):
+    return (_library.AttentionOptions(scale, causal, -1, -1, 0.0, 0), None)
 
 
 def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
@@ -392,15 +413,19 @@ def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
             "add: dtype int32 is not compiled (compiled: float16, bfloat16, float32)",
         ),
         (
-            lambda: raw_call("xopsaot_flash_attn", *[descriptor((1, 4, 2, 80))] * 4, scalars=(0.1, 0, 0)),
-            "flash_attn: head dim 80 is not compiled (compiled: 64, 128)",
+            lambda: raw_call("xopsaot_flash_attn", *[descriptor((1, 4, 2, 264))] * 4, None, None, scalars=attn(0.1)),
+            "flash_attn: headdim is 264; supported: multiples of 8 up to 256",
         ),
         (
-            lambda: raw_call("xopsaot_flash_attn", *[descriptor((1, 4, 2, 64), dtype=3)] * 4, scalars=(0.1, 0, 0)),
+            lambda: raw_call(
+                "xopsaot_flash_attn", *[descriptor((1, 4, 2, 64), dtype=3)] * 4, None, None, scalars=attn(0.1)
+            ),
             "flash_attn: dtype float32 is not compiled (compiled: float16, bfloat16)",
         ),
         (
-            lambda: raw_call("xopsaot_flash_attn", *[descriptor((1, 4, 2, 64))] * 4, scalars=(float("inf"), 0, 0)),
+            lambda: raw_call(
+                "xopsaot_flash_attn", *[descriptor((1, 4, 2, 64))] * 4, None, None, scalars=attn(float("inf"))
+            ),
             "softmax_scale must be finite",
         ),
         (

@@ -1,57 +1,342 @@
-/* flash_attn forward, flash-attn's (batch, seqlen, heads, headdim) layout. */
+/* The attention family: dense, varlen and KV-cache forward on one kernel (kernels_src/attention.py), with
+ * split-KV partials merged by attn_combine and new cache entries written by kv_append. */
 #include <math.h>
+#include <string.h>
 
 #include "xk_kernels.h"
 
-/* Tile offsets inside the kernel are 32-bit: a sequence stride times a block of rows must fit. */
-#define MAX_SEQ_STRIDE (1 << 23)
+#define UNLIMITED_WINDOW (1 << 30)
+#define MAX_SEQLEN (1 << 28) /* keeps diagonal +- window arithmetic inside int32 */
+#define MAX_SPLITS 128       /* attn_combine's MAX_SPLITS */
+#define MAX_HEAD_DIM 256
+
+/* One attention problem in the kernel's terms. Sequence tensors are described by strides (batch, seq, head);
+ * packed (varlen) tensors have batch stride 0. */
+typedef struct attn_problem {
+  const char *op;
+  const xopsaot_tensor *q, *k, *v, *out, *lse, *alibi;
+  const xopsaot_tensor *cu_q, *cu_k, *seqused_k, *block_table;
+  int64_t q_strides[3], k_strides[3], v_strides[3], o_strides[3], lse_strides[3]; /* (batch, seq, head) */
+  int64_t batch, seqlen_q, seqlen_k, heads, heads_k, head_dim;
+  int64_t page_size, n_pages, max_pages, seqlen_k_new;
+  int varlen;
+} attn_problem;
+
+static xopsaot_status check_half(const attn_problem *p, const xopsaot_tensor *t, const char *name, int ndim) {
+  XO_TRY(xo_check_tensor(t, p->op, name, ndim));
+  XO_TRY(xo_check_last_dim_contiguous(t, p->op, name));
+  XO_TRY(xo_check_dtype(t, p->q->dtype, p->op, name));
+  XO_TRY(xo_check_same_device(p->q, t, p->op, "q", name));
+  for (int i = 0; i < ndim - 1; ++i)
+    if (t->strides[i] % 8 || t->strides[i] < 0)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                     "%s: %s.stride(%d) is %lld; strides must be non-negative multiples of 8 elements", p->op, name,
+                     i, (long long)t->strides[i]);
+  if ((uintptr_t)t->data % 16)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: %s's data must be 16-byte aligned", p->op, name);
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status check_int32(const attn_problem *p, const xopsaot_tensor *t, const char *name, int ndim) {
+  XO_TRY(xo_check_tensor(t, p->op, name, ndim));
+  XO_TRY(xo_check_dtype(t, XOPSAOT_INT32, p->op, name));
+  XO_TRY(xo_check_same_device(p->q, t, p->op, "q", name));
+  if (t->strides[ndim - 1] != 1 && t->shape[ndim - 1] > 1)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: %s must be contiguous in its last dim", p->op, name);
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status check_dims(const attn_problem *p) {
+  if (p->head_dim % 8 || p->head_dim > MAX_HEAD_DIM || p->head_dim == 0)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: headdim is %lld; supported: multiples of 8 up to %d", p->op,
+                   (long long)p->head_dim, MAX_HEAD_DIM);
+  if (p->heads_k == 0 || p->heads % p->heads_k)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                   "%s: the heads of q (%lld) must be a multiple of the heads of k and v (%lld)", p->op,
+                   (long long)p->heads, (long long)p->heads_k);
+  if (p->seqlen_q >= MAX_SEQLEN || p->seqlen_k >= MAX_SEQLEN)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: sequence lengths must be below 2^28", p->op);
+  if (p->heads > 65535 || p->batch > 65535)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: batch and heads must each be at most 65535", p->op);
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status check_extras(attn_problem *p) {
+  if (p->alibi) {
+    XO_TRY(xo_check_tensor(p->alibi, p->op, "alibi_slopes", -1));
+    XO_TRY(xo_check_dtype(p->alibi, XOPSAOT_FLOAT32, p->op, "alibi_slopes"));
+    XO_TRY(xo_check_same_device(p->q, p->alibi, p->op, "q", "alibi_slopes"));
+    const xopsaot_tensor *a = p->alibi;
+    int ok = (a->ndim == 1 && a->shape[0] == p->heads) ||
+             (a->ndim == 2 && a->shape[0] == p->batch && a->shape[1] == p->heads && a->strides[0] <= INT32_MAX);
+    if (!ok || a->strides[a->ndim - 1] != 1)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                     "%s: alibi_slopes must be (heads,) = (%lld,) or (batch, heads) = (%lld, %lld), contiguous",
+                     p->op, (long long)p->heads, (long long)p->batch, (long long)p->heads);
+  }
+  if (p->lse) {
+    int ndim = p->varlen ? 2 : 3;
+    XO_TRY(xo_check_tensor(p->lse, p->op, "lse", ndim));
+    XO_TRY(xo_check_dtype(p->lse, XOPSAOT_FLOAT32, p->op, "lse"));
+    XO_TRY(xo_check_same_device(p->q, p->lse, p->op, "q", "lse"));
+    const int64_t *s = p->lse->shape, *st = p->lse->strides;
+    int ok = p->varlen ? s[0] == p->heads && s[1] == p->q->shape[0]
+                       : s[0] == p->batch && s[1] == p->heads && s[2] == p->seqlen_q;
+    if (!ok)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: lse must be %s", p->op,
+                     p->varlen ? "(heads, total_q)" : "(batch, heads, seqlen_q)");
+    p->lse_strides[0] = p->varlen ? 0 : st[0];
+    p->lse_strides[1] = p->varlen ? st[1] : st[2]; /* sequence */
+    p->lse_strides[2] = p->varlen ? st[0] : st[1]; /* head */
+  }
+  return XOPSAOT_SUCCESS;
+}
+
+static void seq_strides(const xopsaot_tensor *t, int packed, int64_t s[3]) {
+  s[0] = packed ? 0 : t->strides[0];
+  s[1] = t->strides[packed ? 0 : 1];
+  s[2] = t->strides[packed ? 1 : 2];
+}
+
+static int32_t block_d_for(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+
+/* Split-KV slices: only when batch x heads_k x query blocks leaves the GPU's multiprocessors idle, enough
+ * slices for two programs per multiprocessor, each with at least 256 keys. */
+static int choose_splits(const attn_problem *p, int sm_count) {
+  const int64_t rows = p->seqlen_q * (p->heads / p->heads_k);
+  const int64_t programs = p->batch * p->heads_k * ((rows + 127) / 128);
+  if (programs >= sm_count || programs == 0) return 1;
+  int64_t splits = (2 * (int64_t)sm_count + programs - 1) / programs;
+  const int64_t by_keys = (p->seqlen_k + p->seqlen_k_new + 255) / 256;
+  if (splits > by_keys) splits = by_keys;
+  if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+  return splits < 1 ? 1 : (int)splits;
+}
+
+static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, void *stream) {
+  if (!o) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: options is NULL", p->op);
+  if (!isfinite(o->softmax_scale))
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: softmax_scale must be finite, got %g", p->op,
+                   o->softmax_scale);
+  if (!(o->softcap >= 0) || !isfinite(o->softcap))
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: softcap must be finite and >= 0, got %g", p->op, o->softcap);
+  if (o->num_splits < 0 || o->num_splits > MAX_SPLITS)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: num_splits is %d; supported: 0 (automatic) to %d", p->op,
+                   o->num_splits, MAX_SPLITS);
+  XO_TRY(check_dims(p));
+  XO_TRY(check_extras(p));
+  XO_TRY(xo_require_key(&xk_attn_fwd, XK_ATTN_FWD_KEY_T, p->q->dtype, "flash_attn: dtype"));
+  if (p->batch == 0 || p->seqlen_q == 0 || p->heads == 0) return XOPSAOT_SUCCESS;
+
+  const int32_t block_d = block_d_for(p->head_dim);
+  const int softcap = o->softcap > 0;
+  int splits = o->num_splits;
+  if (splits == 0) {
+    int sm_count;
+    XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
+    splits = choose_splits(p, sm_count);
+  }
+  const int64_t token_rows = (p->varlen ? p->q->shape[0] : p->batch * p->seqlen_q) * p->heads;
+  if (token_rows == 0) return XOPSAOT_SUCCESS;
+  void *workspace = NULL;
+  float *opart = NULL, *lse_part = NULL;
+  if (splits > 1) {
+    const uint64_t part = (uint64_t)token_rows * (uint64_t)block_d, bytes = (part + (uint64_t)token_rows) * 4;
+    XO_TRY(xo_workspace_alloc(p->q->device, stream, bytes * (uint64_t)splits, &workspace));
+    opart = workspace;
+    lse_part = opart + part * (uint64_t)splits;
+  }
+  const float log2e = 1.4426950408889634f;
+  int32_t window_left = o->window_left < 0 ? UNLIMITED_WINDOW : o->window_left;
+  int32_t window_right = o->causal ? 0 : o->window_right < 0 ? UNLIMITED_WINDOW : o->window_right;
+  if (window_left > UNLIMITED_WINDOW) window_left = UNLIMITED_WINDOW;
+  if (window_right > UNLIMITED_WINDOW) window_right = UNLIMITED_WINDOW;
+  const int paged = p->block_table != NULL;
+  xk_attn_fwd_args a = {
+      .Q = p->q->data, .K = p->k->data, .V = p->v->data, .Out = p->out->data,
+      .Lse = splits > 1 ? (void *)lse_part : p->lse ? p->lse->data : NULL,
+      .Opart = opart,
+      .CuSeqlensQ = p->cu_q ? p->cu_q->data : NULL,
+      .CuSeqlensK = p->cu_k ? p->cu_k->data : NULL,
+      .SequsedK = p->seqused_k ? p->seqused_k->data : NULL,
+      .BlockTable = paged ? p->block_table->data : NULL,
+      .AlibiSlopes = p->alibi ? p->alibi->data : NULL,
+      .stride_qb = p->q_strides[0], .stride_qs = p->q_strides[1], .stride_qh = p->q_strides[2],
+      .stride_kb = p->k_strides[0], .stride_ks = p->k_strides[1], .stride_kh = p->k_strides[2],
+      .stride_vb = p->v_strides[0], .stride_vs = p->v_strides[1], .stride_vh = p->v_strides[2],
+      .stride_ob = p->o_strides[0], .stride_os = p->o_strides[1], .stride_oh = p->o_strides[2],
+      .stride_lb = p->lse_strides[0], .stride_lh = p->lse_strides[2], .stride_ls = p->lse_strides[1],
+      .stride_lsplit = token_rows,
+      .stride_psplit = token_rows * block_d,
+      .stride_btb = paged ? p->block_table->strides[0] : 0,
+      .stride_ab = p->alibi && p->alibi->ndim == 2 ? (int32_t)p->alibi->strides[0] : 0,
+      .seqlen_q = (int32_t)p->seqlen_q, .seqlen_k = (int32_t)p->seqlen_k,
+      .head_dim = (int32_t)p->head_dim, .heads = (int32_t)p->heads,
+      .group = (int32_t)(p->heads / p->heads_k), .num_splits = splits,
+      .varlen_q = p->cu_q != NULL, .varlen_k = p->cu_k != NULL, .has_seqused_k = p->seqused_k != NULL,
+      .seqlen_k_new = (int32_t)p->seqlen_k_new,
+      .page_size = (int32_t)p->page_size, .n_pages = (int32_t)p->n_pages, .max_pages = (int32_t)p->max_pages,
+      .window_left = window_left, .window_right = window_right,
+      .write_lse = p->lse != NULL,
+      .qk_scale = softcap ? o->softmax_scale / o->softcap : o->softmax_scale * log2e,
+      .softcap_log2e = softcap ? o->softcap * log2e : 0.0f,
+      .batch = (int32_t)p->batch, .heads_k = (int32_t)p->heads_k,
+  };
+  xk_attn_fwd_keys keys = {p->q->dtype, block_d, paged, softcap, p->alibi != NULL};
+  xopsaot_status st = xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
+  if (!st && splits > 1) {
+    xk_attn_combine_args c = {
+        .Opart = opart, .LsePart = lse_part, .Out = p->out->data, .Lse = p->lse ? p->lse->data : NULL,
+        .stride_psplit = token_rows * block_d, .stride_lsplit = token_rows,
+        .stride_ob = p->o_strides[0], .stride_os = p->o_strides[1], .stride_oh = p->o_strides[2],
+        .stride_lb = p->lse_strides[0], .stride_lh = p->lse_strides[2], .stride_ls = p->lse_strides[1],
+        .seqlen_q = p->varlen ? (1 << 30) : (int32_t)p->seqlen_q, .heads = (int32_t)p->heads,
+        .head_dim = (int32_t)p->head_dim, .num_splits = splits, .write_lse = p->lse != NULL,
+        .rows = token_rows,
+    };
+    xk_attn_combine_keys ckeys = {p->q->dtype, block_d};
+    st = xo_launch(&xk_attn_combine, &ckeys.T, &c, p->q->device, stream);
+  }
+  xo_workspace_free(p->q->device, stream, workspace);
+  return st;
+}
 
 xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xopsaot_tensor *k, const xopsaot_tensor *v,
-                                  const xopsaot_tensor *out, float softmax_scale, int causal, void *stream) {
-  static const char op[] = "flash_attn";
-  const xopsaot_tensor *all[] = {q, k, v, out};
-  const char *names[] = {"q", "k", "v", "out"};
-  for (int i = 0; i < 4; ++i) {
-    XO_TRY(xo_check_tensor(all[i], op, names[i], 4));
-    XO_TRY(xo_check_last_dim_contiguous(all[i], op, names[i]));
-    XO_TRY(xo_check_dtype(all[i], q->dtype, op, names[i]));
-    XO_TRY(xo_check_same_device(q, all[i], op, "q", names[i]));
-    if (all[i]->strides[1] > MAX_SEQ_STRIDE || all[i]->strides[1] < 0)
-      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "flash_attn: %s's sequence stride %lld is above %d", names[i],
-                     (long long)all[i]->strides[1], MAX_SEQ_STRIDE);
-  }
-  XO_TRY(xo_check_same_shape(q, out, op, "q", "out"));
-  XO_TRY(xo_check_same_shape(k, v, op, "k", "v"));
-  const int64_t batch = q->shape[0], seqlen_q = q->shape[1], heads = q->shape[2], dim = q->shape[3];
-  const int64_t seqlen_k = k->shape[1], heads_k = k->shape[2];
-  if (k->shape[0] != batch)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "flash_attn: k has batch %lld but q has batch %lld",
-                   (long long)k->shape[0], (long long)batch);
-  if (k->shape[3] != dim)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "flash_attn: k has headdim %lld but q has headdim %lld",
-                   (long long)k->shape[3], (long long)dim);
-  if (heads_k == 0 || heads % heads_k)
+                                  const xopsaot_tensor *out, const xopsaot_tensor *lse,
+                                  const xopsaot_tensor *alibi_slopes, const xopsaot_attention_options *options,
+                                  void *stream) {
+  attn_problem p = {.op = "flash_attn", .q = q, .k = k, .v = v, .out = out, .lse = lse, .alibi = alibi_slopes};
+  XO_TRY(xo_check_tensor(q, p.op, "q", 4));
+  const xopsaot_tensor *all[] = {k, v, out};
+  const char *names[] = {"k", "v", "out"};
+  XO_TRY(check_half(&p, q, "q", 4));
+  for (int i = 0; i < 3; ++i) XO_TRY(check_half(&p, all[i], names[i], 4));
+  XO_TRY(xo_check_same_shape(q, out, p.op, "q", "out"));
+  XO_TRY(xo_check_same_shape(k, v, p.op, "k", "v"));
+  if (k->shape[0] != q->shape[0] || k->shape[3] != q->shape[3])
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k is (%lld, _, _, %lld) but q is (%lld, _, _, %lld)", p.op,
+                   (long long)k->shape[0], (long long)k->shape[3], (long long)q->shape[0], (long long)q->shape[3]);
+  p.batch = q->shape[0], p.seqlen_q = q->shape[1], p.heads = q->shape[2], p.head_dim = q->shape[3];
+  p.seqlen_k = k->shape[1], p.heads_k = k->shape[2];
+  seq_strides(q, 0, p.q_strides), seq_strides(k, 0, p.k_strides), seq_strides(v, 0, p.v_strides);
+  seq_strides(out, 0, p.o_strides);
+  return run(&p, options, stream);
+}
+
+xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_tensor *k, const xopsaot_tensor *v,
+                                         const xopsaot_tensor *cu_seqlens_q, const xopsaot_tensor *cu_seqlens_k,
+                                         const xopsaot_tensor *out, const xopsaot_tensor *lse,
+                                         const xopsaot_tensor *alibi_slopes, int max_seqlen_q, int max_seqlen_k,
+                                         const xopsaot_attention_options *options, void *stream) {
+  attn_problem p = {.op = "flash_attn_varlen", .q = q, .k = k, .v = v, .out = out, .lse = lse,
+                    .alibi = alibi_slopes, .cu_q = cu_seqlens_q, .cu_k = cu_seqlens_k, .varlen = 1};
+  XO_TRY(xo_check_tensor(q, p.op, "q", 3));
+  const xopsaot_tensor *all[] = {k, v, out};
+  const char *names[] = {"k", "v", "out"};
+  XO_TRY(check_half(&p, q, "q", 3));
+  for (int i = 0; i < 3; ++i) XO_TRY(check_half(&p, all[i], names[i], 3));
+  XO_TRY(xo_check_same_shape(q, out, p.op, "q", "out"));
+  XO_TRY(xo_check_same_shape(k, v, p.op, "k", "v"));
+  XO_TRY(check_int32(&p, cu_seqlens_q, "cu_seqlens_q", 1));
+  XO_TRY(check_int32(&p, cu_seqlens_k, "cu_seqlens_k", 1));
+  if (cu_seqlens_q->shape[0] != cu_seqlens_k->shape[0] || cu_seqlens_q->shape[0] < 1)
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
-                   "flash_attn: the heads of q (%lld) must be a multiple of the heads of k and v (%lld)",
-                   (long long)heads, (long long)heads_k);
-  if (seqlen_q > INT32_MAX || seqlen_k > INT32_MAX)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "flash_attn: sequence lengths above 2^31-1 are not supported");
-  if (heads > 65535 || batch > 65535)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "flash_attn: batch and heads must each be at most 65535");
-  if (!isfinite(softmax_scale))
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "flash_attn: softmax_scale must be finite, got %g", softmax_scale);
-  XO_TRY(xo_require_key(&xk_flash_attn_fwd, XK_FLASH_ATTN_FWD_KEY_T, q->dtype, "flash_attn: dtype"));
-  const int32_t head_dim = dim <= INT32_MAX ? (int32_t)dim : -1;
-  XO_TRY(xo_require_key(&xk_flash_attn_fwd, XK_FLASH_ATTN_FWD_KEY_HEAD_DIM, head_dim, "flash_attn: head dim"));
-  xk_flash_attn_fwd_args args = {
-      q->data, k->data, v->data, out->data,
-      q->strides[0], q->strides[2], (int32_t)q->strides[1],
-      k->strides[0], k->strides[2], (int32_t)k->strides[1],
-      v->strides[0], v->strides[2], (int32_t)v->strides[1],
-      out->strides[0], out->strides[2], (int32_t)out->strides[1],
-      (int32_t)seqlen_q, (int32_t)seqlen_k, (int32_t)(heads / heads_k),
-      softmax_scale * 1.4426950408889634f, /* log2(e): the kernel works in base 2 */
-      (int32_t)heads, (int32_t)batch};
-  xk_flash_attn_fwd_keys keys = {q->dtype, head_dim, causal != 0};
-  return xo_launch(&xk_flash_attn_fwd, &keys.T, &args, q->device, stream);
+                   "%s: cu_seqlens_q and cu_seqlens_k must both be (batch + 1,), got (%lld,) and (%lld,)", p.op,
+                   (long long)cu_seqlens_q->shape[0], (long long)cu_seqlens_k->shape[0]);
+  if (k->shape[2] != q->shape[2])
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k has headdim %lld but q has headdim %lld", p.op,
+                   (long long)k->shape[2], (long long)q->shape[2]);
+  if (max_seqlen_q < 0 || max_seqlen_k < 0)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: max_seqlen_q and max_seqlen_k must be >= 0", p.op);
+  p.batch = cu_seqlens_q->shape[0] - 1, p.seqlen_q = max_seqlen_q, p.seqlen_k = max_seqlen_k;
+  p.heads = q->shape[1], p.heads_k = k->shape[1], p.head_dim = q->shape[2];
+  seq_strides(q, 1, p.q_strides), seq_strides(k, 1, p.k_strides), seq_strides(v, 1, p.v_strides);
+  seq_strides(out, 1, p.o_strides);
+  return run(&p, options, stream);
+}
+
+xopsaot_status xopsaot_flash_attn_with_kvcache(const xopsaot_tensor *q, const xopsaot_tensor *k_cache,
+                                               const xopsaot_tensor *v_cache, const xopsaot_tensor *k,
+                                               const xopsaot_tensor *v, const xopsaot_tensor *cache_seqlens,
+                                               const xopsaot_tensor *block_table, const xopsaot_tensor *out,
+                                               const xopsaot_tensor *lse, const xopsaot_attention_options *options,
+                                               void *stream) {
+  attn_problem p = {.op = "flash_attn_with_kvcache", .q = q, .k = k_cache, .v = v_cache, .out = out, .lse = lse,
+                    .seqused_k = cache_seqlens, .block_table = block_table};
+  XO_TRY(xo_check_tensor(q, p.op, "q", 4));
+  XO_TRY(check_half(&p, q, "q", 4));
+  XO_TRY(check_half(&p, k_cache, "k_cache", 4));
+  XO_TRY(check_half(&p, v_cache, "v_cache", 4));
+  XO_TRY(check_half(&p, out, "out", 4));
+  XO_TRY(xo_check_same_shape(q, out, p.op, "q", "out"));
+  XO_TRY(xo_check_same_shape(k_cache, v_cache, p.op, "k_cache", "v_cache"));
+  p.batch = q->shape[0], p.seqlen_q = q->shape[1], p.heads = q->shape[2], p.head_dim = q->shape[3];
+  p.heads_k = k_cache->shape[2];
+  if (k_cache->shape[3] != p.head_dim)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k_cache has headdim %lld but q has headdim %lld", p.op,
+                   (long long)k_cache->shape[3], (long long)p.head_dim);
+  if (block_table) {
+    XO_TRY(check_int32(&p, block_table, "block_table", 2));
+    if (block_table->shape[0] != p.batch)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: block_table has %lld rows but q has batch %lld", p.op,
+                     (long long)block_table->shape[0], (long long)p.batch);
+    p.page_size = k_cache->shape[1], p.n_pages = k_cache->shape[0], p.max_pages = block_table->shape[1];
+    if (p.page_size < 1 || p.n_pages > INT32_MAX || p.max_pages > INT32_MAX)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: the paged cache has %lld pages of %lld tokens", p.op,
+                     (long long)p.n_pages, (long long)p.page_size);
+    p.seqlen_k = p.page_size * p.max_pages;
+  } else {
+    if (k_cache->shape[0] != p.batch)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k_cache has batch %lld but q has batch %lld", p.op,
+                     (long long)k_cache->shape[0], (long long)p.batch);
+    p.seqlen_k = k_cache->shape[1];
+  }
+  if (cache_seqlens) {
+    XO_TRY(check_int32(&p, cache_seqlens, "cache_seqlens", 1));
+    if (cache_seqlens->shape[0] != p.batch)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: cache_seqlens has %lld entries but q has batch %lld", p.op,
+                     (long long)cache_seqlens->shape[0], (long long)p.batch);
+  }
+  if ((k == NULL) != (v == NULL))
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: pass both k and v, or neither", p.op);
+  seq_strides(q, 0, p.q_strides), seq_strides(k_cache, 0, p.k_strides), seq_strides(v_cache, 0, p.v_strides);
+  seq_strides(out, 0, p.o_strides);
+  XO_TRY(check_dims(&p));
+  if (k) {
+    if (!cache_seqlens)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: new k and v need cache_seqlens (where to write them)", p.op);
+    XO_TRY(check_half(&p, k, "k", 4));
+    XO_TRY(check_half(&p, v, "v", 4));
+    XO_TRY(xo_check_same_shape(k, v, p.op, "k", "v"));
+    if (k->shape[0] != p.batch || k->shape[2] != p.heads_k || k->shape[3] != p.head_dim)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k must be (batch, seqlen_new, heads_k, headdim) = (%lld, _, %lld, %lld)",
+                     p.op, (long long)p.batch, (long long)p.heads_k, (long long)p.head_dim);
+    if (k->shape[1] > p.seqlen_k)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k has %lld new tokens but the cache holds %lld", p.op,
+                     (long long)k->shape[1], (long long)p.seqlen_k);
+    p.seqlen_k_new = k->shape[1];
+    if (p.seqlen_k_new > 0 && p.batch > 0) {
+      int64_t ks[3], vs[3];
+      seq_strides(k, 0, ks), seq_strides(v, 0, vs);
+      xk_kv_append_args a = {
+          .KNew = k->data, .VNew = v->data, .KCache = k_cache->data, .VCache = v_cache->data,
+          .CacheSeqlens = cache_seqlens->data, .BlockTable = block_table ? block_table->data : NULL,
+          .stride_nb = ks[0], .stride_ns = ks[1], .stride_nh = ks[2],
+          .stride_vnb = vs[0], .stride_vns = vs[1], .stride_vnh = vs[2],
+          .stride_kb = p.k_strides[0], .stride_ks = p.k_strides[1], .stride_kh = p.k_strides[2],
+          .stride_vb = p.v_strides[0], .stride_vs = p.v_strides[1], .stride_vh = p.v_strides[2],
+          .stride_btb = block_table ? block_table->strides[0] : 0,
+          .head_dim = (int32_t)p.head_dim, .paged = block_table != NULL,
+          .page_size = (int32_t)p.page_size, .n_pages = (int32_t)p.n_pages, .max_pages = (int32_t)p.max_pages,
+          .capacity = p.seqlen_k,
+          .seqlen_new = (int32_t)p.seqlen_k_new, .heads_k = (int32_t)p.heads_k, .batch = (int32_t)p.batch,
+      };
+      xk_kv_append_keys keys = {q->dtype, block_d_for(p.head_dim)};
+      XO_TRY(xo_launch(&xk_kv_append, &keys.T, &a, q->device, stream));
+    }
+  }
+  /* without cache_seqlens the whole cache is valid; the kernel's seqlen_k is then its capacity */
+  if (!cache_seqlens) p.seqlen_k_new = 0;
+  p.seqlen_k -= cache_seqlens ? p.seqlen_k_new : 0; /* the kernel adds seqlen_k_new to cache_seqlens[b] */
+  return run(&p, options, stream);
 }

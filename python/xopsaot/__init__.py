@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 from ._info import info, preload
 from ._library import XopsaotError
-from ._ops.attention import flash_attn
+from ._ops.attention import flash_attn, flash_attn_varlen, flash_attn_with_kvcache
 from ._ops.elementwise import add
 from ._ops.matmul import matmul
 from ._ops.norm import rms_norm
@@ -24,6 +24,8 @@ __all__ = [
     "add",
     "dispatch",
     "flash_attn",
+    "flash_attn_varlen",
+    "flash_attn_with_kvcache",
     "info",
     "matmul",
     "ops",

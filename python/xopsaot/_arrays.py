@@ -96,6 +96,18 @@ class Framework:
     def finish(self, device: int, stream: int) -> None:
         """Called after the launches of one op when needs_finish (frameworks that cannot order on our stream)."""
 
+    def pad_last(self, x, extra: int):
+        """x with `extra` zeros appended along its last dim (a new array)."""
+        raise NotImplementedError
+
+    def assign(self, x, array: np.ndarray) -> None:
+        """Write host values into array x in place (ops that document an in-place update, on the CPU path)."""
+        raise TypeError(f"{self.name} arrays cannot be updated in place")
+
+    def capturing(self, device: int) -> bool:
+        """Whether the current stream of `device` is capturing a graph (no host copies allowed then)."""
+        return False
+
 
 class NumpyFramework(Framework):
     name = "numpy"
@@ -109,6 +121,12 @@ class NumpyFramework(Framework):
 
     def to_host(self, x):
         return x.astype(np.float32) if x.dtype.name == "bfloat16" else x
+
+    def pad_last(self, x, extra):
+        return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, extra)])
+
+    def assign(self, x, array):
+        x[...] = self.from_host(array, numpy_dtype_name(x.dtype), None)
 
     def from_host(self, array, dtype, device):
         if dtype == "bfloat16":
@@ -187,6 +205,16 @@ class TorchFramework(Framework):
         t = self.torch.from_numpy(np.array(array, order="C")).to(self.dtypes[dtype])  # np.array keeps 0-d
         return t if device is None else t.to(self.cuda_device(device))
 
+    def pad_last(self, t, extra):
+        return self.torch.nn.functional.pad(t, (0, extra))
+
+    def assign(self, t, array):
+        with self.torch.no_grad():
+            t.copy_(self.torch.from_numpy(np.array(array, order="C")))
+
+    def capturing(self, device):
+        return self.torch.cuda.is_current_stream_capturing()
+
 
 class CupyFramework(Framework):
     name = "cupy"
@@ -218,6 +246,14 @@ class CupyFramework(Framework):
 
     def moveaxis(self, x, source, destination):
         return self.cupy.moveaxis(x, source, destination)
+
+    def pad_last(self, x, extra):
+        with self.cupy.cuda.Device(x.device.id):
+            return self.cupy.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, extra)])
+
+    def assign(self, x, array):
+        with self.cupy.cuda.Device(x.device.id):
+            x[...] = self.cupy.asarray(array).astype(x.dtype)
 
     def to_host(self, x):
         return self.cupy.asnumpy(x)
@@ -263,6 +299,9 @@ class JaxFramework(Framework):
 
     def contiguous(self, x):
         return x
+
+    def pad_last(self, x, extra):
+        return self.jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, extra)])
 
     def moveaxis(self, x, source, destination):
         return self.jnp.moveaxis(x, source, destination)

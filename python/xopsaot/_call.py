@@ -79,6 +79,12 @@ class Call:
         if fw.needs_finish:
             fw.finish(self.device, fw.stream(self.device))
 
+    def not_replayable(self) -> None:
+        """This call reads device data on the host (a check); the fast path must not skip it next time."""
+        recorder = _plans.recorder()
+        if recorder is not None:
+            recorder.valid = False
+
     def host(self, view: View) -> np.ndarray:
         """The values of `view` as a NumPy array for the reference path (bfloat16 widened to float32)."""
         return self.framework.to_host(view.obj)

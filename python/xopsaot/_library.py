@@ -32,6 +32,7 @@ STATUS_NAMES = [
 DTYPE_CODES = {"float16": 1, "bfloat16": 2, "float32": 3, "float64": 4, "int32": 7, "int64": 8}
 
 MAX_NDIM = 8
+MAX_DESCRIPTORS = 16  # tensors one C call takes, at most (flash_attn_with_kvcache: 9)
 # xopsaot_tensor: data, shape[8], strides[8], ndim, dtype, device, reserved
 TENSOR = struct.Struct(f"<Q{MAX_NDIM}q{MAX_NDIM}q4i")
 # The same layout for n dims: unused shape/stride slots are written as zero pad bytes, so packing takes
@@ -52,6 +53,21 @@ class LibraryMissing(RuntimeError):
     pass
 
 
+class AttentionOptions(ctypes.Structure):
+    """xopsaot_attention_options: passed by pointer; the instance travels with a call (and its replays)."""
+
+    _fields_ = [
+        ("softmax_scale", ctypes.c_float),
+        ("causal", ctypes.c_int),
+        ("window_left", ctypes.c_int),
+        ("window_right", ctypes.c_int),
+        ("softcap", ctypes.c_float),
+        ("num_splits", ctypes.c_int),
+    ]
+
+
+_OPTIONS = ctypes.POINTER(AttentionOptions)
+
 # Function name -> (argument types, including trailing scalars). Tensors are passed as descriptor addresses.
 _T = ctypes.c_void_p
 SIGNATURES = {
@@ -59,7 +75,9 @@ SIGNATURES = {
     "xopsaot_rms_norm": [_T, _T, _T, _T, _T, ctypes.c_float, ctypes.c_void_p],
     "xopsaot_softmax": [_T, _T, ctypes.c_void_p],
     "xopsaot_matmul": [_T, _T, _T, ctypes.c_void_p],
-    "xopsaot_flash_attn": [_T, _T, _T, _T, ctypes.c_float, ctypes.c_int, ctypes.c_void_p],
+    "xopsaot_flash_attn": [_T] * 6 + [_OPTIONS, ctypes.c_void_p],
+    "xopsaot_flash_attn_varlen": [_T] * 8 + [ctypes.c_int, ctypes.c_int, _OPTIONS, ctypes.c_void_p],
+    "xopsaot_flash_attn_with_kvcache": [_T] * 9 + [_OPTIONS, ctypes.c_void_p],
     "xopsaot_device_count": [ctypes.POINTER(ctypes.c_int)],
     "xopsaot_device_arch": [ctypes.c_int, ctypes.POINTER(ctypes.c_int)],
     "xopsaot_device_name": [ctypes.c_int, ctypes.c_char_p, ctypes.c_int],
@@ -107,7 +125,7 @@ class _Descriptors(threading.local):
     """Per-thread scratch space for the tensor descriptors of one call."""
 
     def __init__(self) -> None:
-        self.buffer = ctypes.create_string_buffer(TENSOR.size * 8)
+        self.buffer = ctypes.create_string_buffer(TENSOR.size * MAX_DESCRIPTORS)
         self.address = ctypes.addressof(self.buffer)
 
 

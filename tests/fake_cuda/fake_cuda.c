@@ -29,7 +29,7 @@ enum {
 };
 
 #define MAX_DEVICES 8
-#define MAX_PARAMS 48
+#define MAX_PARAMS 64
 #define MAX_LAUNCHES 8192
 
 typedef struct fake_ctx {

@@ -1,0 +1,187 @@
+"""The attention family on a CUDA GPU against its peers, measured in the same run: prefill (SDPA flash and cuDNN
+backends), decode against a KV cache (SDPA with enable_gqa; contiguous and paged caches), varlen against the
+padded dense kernel. Writes <out>/<device>-<date>-attention-family.{json,md}.
+
+    python benchmarks/attention.py --out benchmarks/results [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import bench, copy_bandwidth, environment, warm_up_gpu  # noqa: E402
+
+import xopsaot  # noqa: E402
+
+BF16 = torch.bfloat16
+
+
+def sdpa(q, k, v, causal, backend=None):
+    args = (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    if backend is None:
+        return F.scaled_dot_product_attention(*args, is_causal=causal, enable_gqa=k.shape[2] != q.shape[2])
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(*args, is_causal=causal)
+
+
+def prefill(quick: bool) -> list[dict]:
+    rows = []
+    for dim, heads in ((128, 16), (64, 32)):
+        for seqlen in (4096, 8192) if quick else (4096, 8192, 16384):
+            batch = max(1, 16384 // seqlen)
+            q, k, v = (torch.randn(batch, seqlen, heads, dim, device="cuda", dtype=BF16) for _ in range(3))
+            for causal in (False, True):
+                flops = 4 * batch * heads * seqlen * seqlen * dim / (2 if causal else 1)
+                row = {"dim": dim, "seqlen": seqlen, "batch": batch, "heads": heads, "causal": causal}
+                row["xopsaot_ms"] = bench(lambda: xopsaot.flash_attn(q, k, v, causal=causal), reps=20)
+                for name, backend in (
+                    ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                    ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+                ):
+                    try:
+                        row[f"{name}_ms"] = bench(lambda: sdpa(q, k, v, causal, backend), reps=20)
+                    except RuntimeError:
+                        pass
+                for key in [k for k in row if k.endswith("_ms")]:
+                    row[key.replace("_ms", "_tflops")] = flops / row[key] / 1e9
+                rows.append(row)
+                peer = f"flash {row.get('sdpa_flash_tflops', 0):.0f}, cudnn {row.get('sdpa_cudnn_tflops', 0):.0f}"
+                print(f"prefill d{dim} n{seqlen} causal={causal}: {row['xopsaot_tflops']:.0f} TFLOP/s, {peer}")
+    return rows
+
+
+def paged_view(cache: torch.Tensor, page: int):
+    """The contiguous cache (batch, capacity, hk, d) copied into a pool of pages in shuffled order + its table."""
+    batch, capacity = cache.shape[:2]
+    per = capacity // page
+    perm = torch.randperm(batch * per, device="cuda")
+    pool = torch.empty(batch * per, page, *cache.shape[2:], device="cuda", dtype=cache.dtype)
+    pool[perm] = cache.reshape(batch * per, page, *cache.shape[2:])
+    return pool, perm.view(batch, per).to(torch.int32)
+
+
+def decode(quick: bool) -> list[dict]:
+    rows = []
+    heads, heads_k, dim = 32, 8, 128
+    for batch, context in ((64, 8192), (16, 4096), (1, 32768)):
+        q = torch.randn(batch, 1, heads, dim, device="cuda", dtype=BF16)
+        kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=BF16) for _ in range(2))
+        lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+        kv_bytes = 2 * kc.numel() * kc.element_size()
+        row = {"batch": batch, "context": context, "heads": heads, "heads_k": heads_k, "dim": dim}
+        row["xopsaot_ms"] = bench(
+            lambda: xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lengths, validate=False)
+        )
+        row["sdpa_gqa_ms"] = bench(lambda: sdpa(q, kc, vc, False))
+        for page in (16, 128):
+            kp, table = paged_view(kc, page)
+            vp = torch.empty_like(kp)
+            vp[table.view(-1).long()] = vc.reshape(-1, page, heads_k, dim)
+            row[f"paged{page}_ms"] = bench(
+                lambda: xopsaot.flash_attn_with_kvcache(
+                    q, kp, vp, cache_seqlens=lengths, block_table=table, validate=False
+                )
+            )
+        for key in [k for k in row if k.endswith("_ms")]:
+            row[key.replace("_ms", "_tbps")] = kv_bytes / row[key] / 1e9
+        rows.append(row)
+        print(f"decode b{batch} ctx{context}: {row['xopsaot_tbps']:.2f} TB/s, paged16 {row['paged16_tbps']:.2f}, "
+              f"paged128 {row['paged128_tbps']:.2f}, sdpa gqa {row['sdpa_gqa_tbps']:.2f}")  # fmt: skip
+    return rows
+
+
+def varlen() -> list[dict]:
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(100, 8193, (12,), generator=gen).tolist()
+    heads, dim = 16, 128
+    cu = torch.tensor([0] + lengths, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+    total, longest = sum(lengths), max(lengths)
+    q, k, v = (torch.randn(total, heads, dim, device="cuda", dtype=BF16) for _ in range(3))
+    dq, dk, dv = (torch.randn(len(lengths), longest, heads, dim, device="cuda", dtype=BF16) for _ in range(3))
+    rows = []
+    for causal in (False, True):
+        real = sum(4 * heads * n * n * dim for n in lengths) / (2 if causal else 1)
+        padded = 4 * heads * len(lengths) * longest * longest * dim / (2 if causal else 1)
+        ours = bench(
+            lambda: xopsaot.flash_attn_varlen(q, k, v, cu, cu, longest, longest, causal=causal, validate=False), reps=20
+        )
+        dense = bench(lambda: xopsaot.flash_attn(dq, dk, dv, causal=causal), reps=20)
+        row = {"lengths": lengths, "causal": causal, "varlen_ms": ours, "dense_padded_ms": dense,
+               "varlen_tflops": real / ours / 1e9, "dense_tflops": padded / dense / 1e9}  # fmt: skip
+        rows.append(row)
+        print(f"varlen causal={causal}: {row['varlen_tflops']:.0f} TFLOP/s on real tokens; padded dense "
+              f"{row['dense_tflops']:.0f}")  # fmt: skip
+    return rows
+
+
+def markdown(r: dict) -> str:
+    env = r["environment"]
+    lines = [
+        f"# Attention family, {env['device']}, {env['date']}",
+        "",
+        f"torch {env['torch']}, CUDA {env['cuda']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with "
+        f"Triton {env['xopsaot_built_with_triton']}). Copy bandwidth {r['copy_tbps']:.2f} TB/s.",
+        "",
+        "## Prefill (bf16, TFLOP/s; causal counts half the FLOPs)",
+        "",
+        "| head dim | causal | seqlen | batch x heads | xopsaot | SDPA flash | SDPA cuDNN | vs flash |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for x in r["prefill"]:
+        flash = x.get("sdpa_flash_tflops", float("nan"))
+        lines.append(
+            f"| {x['dim']} | {x['causal']} | {x['seqlen']} | {x['batch']} x {x['heads']} | {x['xopsaot_tflops']:.0f} "
+            f"| {flash:.0f} | {x.get('sdpa_cudnn_tflops', float('nan')):.0f} | {x['xopsaot_tflops'] / flash:.2f}x |"
+        )
+    lines += [
+        "",
+        "## Decode (q length 1, GQA 32:8, head dim 128, bf16; TB/s counting the KV bytes read once)",
+        "",
+        "| batch | context | xopsaot | paged 16 | paged 128 | SDPA enable_gqa | vs SDPA |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for x in r["decode"]:
+        lines.append(
+            f"| {x['batch']} | {x['context']} | {x['xopsaot_tbps']:.2f} | {x['paged16_tbps']:.2f} | "
+            f"{x['paged128_tbps']:.2f} | {x['sdpa_gqa_tbps']:.2f} | {x['xopsaot_tbps'] / x['sdpa_gqa_tbps']:.2f}x |"
+        )
+    lines += ["", "## Varlen (12 sequences of 100 to 8192 tokens, 16 heads, head dim 128)", ""]
+    lines += ["| causal | varlen TFLOP/s (real tokens) | padded dense TFLOP/s | ratio |", "|---|---|---|---|"]
+    for x in r["varlen"]:
+        lines.append(
+            f"| {x['causal']} | {x['varlen_tflops']:.0f} | {x['dense_tflops']:.0f} | "
+            f"{x['varlen_tflops'] / x['dense_tflops']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    warm_up_gpu()
+    results = {"environment": environment(), "copy_tbps": copy_bandwidth()}
+    results["decode"] = decode(args.quick)
+    results["prefill"] = prefill(args.quick)
+    results["varlen"] = varlen()
+    device = results["environment"]["device"]
+    stem = (
+        ("h100" if "H100" in device else "h200" if "H200" in device else "gpu") + "-" + results["environment"]["date"]
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{stem}-attention-family.json").write_text(json.dumps(results, indent=1))
+    (args.out / f"{stem}-attention-family.md").write_text(markdown(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
