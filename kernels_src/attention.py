@@ -18,6 +18,9 @@ Head dims up to 256: tiles are 64, 128 or 256 wide (BLOCK_D) and the lanes past 
 hint that head_dim and the strides are multiples of 8 keeps the loads 16 bytes wide.
 """
 
+import json
+from pathlib import Path
+
 import triton
 import triton.language as tl
 
@@ -364,31 +367,25 @@ def kv_append(
 
 # --- the compiled grid ---
 
-DECODE_ROWS = 16  # rows = seqlen_q * group up to this run on 16-row tiles (decode, GQA up to 16)
+# Configs per target come from the committed tuning table (benchmarks/tune_attention.py writes its entries).
+TUNING = json.loads((Path(__file__).with_name("attention_tuning.json")).read_text())["targets"]
 
 
 def attention_configs(target: Target, keys) -> list[Config]:
-    """Per target: a small-row config for decode first, then prefill configs. ALiBi is not offered with a paged
-    cache (flash_attn_with_kvcache has no alibi_slopes), so that combination compiles nothing."""
+    """The table's configs for this target and tile width, in bucket order: each bucket but the last gets a
+    predicate on rows = seqlen_q * group, so the C dispatch takes the first bucket that bounds the call. ALiBi is
+    not offered with a paged cache (flash_attn_with_kvcache has no alibi_slopes), so that combination compiles
+    nothing."""
     if keys["PAGED"] and keys["ALIBI"]:
         return []
-    d = keys["BLOCK_D"]
-    decode_n = 64 if d == 256 else 128
-    small = "seqlen_q * group <= 16"
-    if target.arch in (90, 100):  # 227 KB of shared memory
-        decode = Config({"BLOCK_M": 16, "BLOCK_N": decode_n}, num_warps=4, num_stages=3, when=small)
-        if d == 64:
-            return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 128}, num_warps=8, num_stages=3)]
-        if d == 128:
-            return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3)]
-        return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2)]
-    # sm_80 serves every 8.x GPU, sm_120 is consumer Blackwell: keep to the 99 KB they all have
-    decode = Config({"BLOCK_M": 16, "BLOCK_N": 64 if d < 256 else 32}, num_warps=4, num_stages=2, when=small)
-    if d == 64:
-        return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3)]
-    if d == 128:
-        return [decode, Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2)]
-    return [decode, Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=2)]
+    configs = []
+    tiles = TUNING[str(target.arch)]["tiles"]
+    name = f"{keys['BLOCK_D']}/paged" if keys["PAGED"] and f"{keys['BLOCK_D']}/paged" in tiles else str(keys["BLOCK_D"])
+    for bucket in tiles[name]:
+        block_m, block_n, warps, stages = bucket["config"]
+        when = "" if bucket["max_rows"] is None else f"seqlen_q * group <= {int(bucket['max_rows'])}"
+        configs.append(Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages, when=when))
+    return configs
 
 
 def aligned_stride(name: str) -> object:
