@@ -346,6 +346,11 @@ static xopsaot_status launch_variant(const xo_variant *v, void *fn, const int64_
   return st;
 }
 
+int xo_can_launch(const xo_kernel *k, const int32_t *keys, const void *args, int device) {
+  xo_device *d;
+  return get_served_device(device, &d) == XOPSAOT_SUCCESS && select_variant(k, keys, args, d) != NULL;
+}
+
 xopsaot_status xo_launch(const xo_kernel *k, const int32_t *keys, const void *args, int device, void *stream) {
   xo_device *d;
   xopsaot_status st = get_served_device(device, &d);

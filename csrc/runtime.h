@@ -90,6 +90,9 @@ xopsaot_status xo_require_key(const xo_kernel *kernel, int key, int32_t value, c
 xopsaot_status xo_launch(const xo_kernel *kernel, const int32_t *keys, const void *args, int device,
                          void *stream) XO_INTERNAL;
 
+/* Whether xo_launch would find a variant for these keys and arguments on `device` (for ops with a fast path). */
+int xo_can_launch(const xo_kernel *kernel, const int32_t *keys, const void *args, int device) XO_INTERNAL;
+
 /* The multiprocessor count of `device`, for ops that size their work to the GPU. */
 xopsaot_status xo_device_sm_count(int device, int *sm_count) XO_INTERNAL;
 /* Stream-ordered workspace (cuMemAllocAsync; capturable into graphs), freed after the launches that use it. */

@@ -83,6 +83,16 @@ def _attend_block(
         else:
             load_mask = dim_ok[None, :]
     k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0.0)
+    s = _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, qk_scale, softcap_log2e, MASKED,
+                SOFTCAP, ALIBI)  # fmt: skip
+    v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0.0)
+    return _online_softmax(acc, m_i, l_i, s, v)
+
+
+@triton.jit
+def _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, qk_scale, softcap_log2e,
+            MASKED: tl.constexpr, SOFTCAP: tl.constexpr, ALIBI: tl.constexpr):  # fmt: skip
+    """Scores of q against one key block in base-2 units, soft-capped, with ALiBi, masked outside the window."""
     s = tl.dot(q, tl.trans(k))
     if SOFTCAP:
         s = _tanh(s * qk_scale) * softcap_log2e
@@ -95,12 +105,17 @@ def _attend_block(
         visible = (cols[None, :] < k_len) & (cols[None, :] >= diag[:, None] - window_left)
         visible = visible & (cols[None, :] <= diag[:, None] + window_right)
         s = tl.where(visible, s, -float("inf"))
+    return s
+
+
+@triton.jit
+def _online_softmax(acc, m_i, l_i, s, v):
+    """Fold one block of scores s and values v into the running max m_i, sum l_i and output acc."""
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
     p = tl.math.exp2(s - m_safe[:, None])
     alpha = tl.math.exp2(m_i - m_safe)
     l_i = l_i * alpha + tl.sum(p, axis=1)
-    v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0.0)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, m_new, l_i
 
@@ -266,6 +281,112 @@ def attn_fwd(
 
 
 @triton.jit
+def attn_fwd_tma(
+    Q,
+    K,
+    V,
+    Out,
+    Lse,
+    CuSeqlensQ,
+    CuSeqlensK,
+    stride_qs,
+    stride_ks,
+    stride_vs,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    stride_lb,
+    stride_lh,
+    stride_ls,
+    rows_q,
+    rows_k,
+    seqlen_q,
+    seqlen_k,
+    heads,
+    heads_k,
+    varlen_q,
+    varlen_k,
+    window_left,
+    window_right,
+    write_lse,
+    qk_scale,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """The common prefill case on Hopper: q, k, v read as 2-D views (tokens, heads * headdim) through tensor
+    descriptors (TMA), one query head per program, head_dim == BLOCK_D, no softcap or ALiBi, one key slice.
+    Windows, causality, varlen and lse follow attn_fwd."""
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
+    head = tl.program_id(1)
+    batch = tl.program_id(2)
+    head_k = head // (heads // heads_k)
+    q_start = tl.load(CuSeqlensQ + batch, mask=varlen_q != 0, other=0)
+    q_len = tl.load(CuSeqlensQ + batch + 1, mask=varlen_q != 0, other=0) - q_start
+    q_len = tl.where(varlen_q != 0, q_len, seqlen_q)
+    k_start = tl.load(CuSeqlensK + batch, mask=varlen_k != 0, other=0)
+    k_len = tl.load(CuSeqlensK + batch + 1, mask=varlen_k != 0, other=0) - k_start
+    k_len = tl.where(varlen_k != 0, k_len, seqlen_k)
+    if start_m >= q_len:
+        return
+    # dense tensors are one block of rows per batch element
+    q_row = tl.where(varlen_q != 0, q_start, batch * seqlen_q)
+    k_row = tl.where(varlen_k != 0, k_start, batch * seqlen_k)
+    desc_q = tl.make_tensor_descriptor(Q, [rows_q, heads * BLOCK_D], [stride_qs, 1], [BLOCK_M, BLOCK_D])
+    desc_k = tl.make_tensor_descriptor(K, [rows_k, heads_k * BLOCK_D], [stride_ks, 1], [BLOCK_N, BLOCK_D])
+    desc_v = tl.make_tensor_descriptor(V, [rows_k, heads_k * BLOCK_D], [stride_vs, 1], [BLOCK_N, BLOCK_D])
+    q = desc_q.load([q_row + start_m, head * BLOCK_D])
+
+    rows = start_m + tl.arange(0, BLOCK_M)
+    diag = rows + k_len - q_len
+    zeros = tl.zeros([BLOCK_M], dtype=tl.float32)
+    first_diag = start_m + k_len - q_len
+    last_diag = tl.minimum(start_m + BLOCK_M - 1, q_len - 1) + k_len - q_len
+    lo = tl.maximum(first_diag - window_left, 0)
+    end = tl.minimum(k_len, last_diag + window_right + 1)
+    begin = lo // BLOCK_N * BLOCK_N
+    full_lo = tl.maximum(last_diag - window_left, lo)
+    full_hi = tl.minimum(end, first_diag + window_right + 1)
+    f_lo = tl.cdiv(full_lo, BLOCK_N) * BLOCK_N
+    f_hi = full_hi // BLOCK_N * BLOCK_N
+    u_lo = tl.where(f_lo < f_hi, f_lo, begin)
+    u_hi = tl.where(f_lo < f_hi, f_hi, begin)
+    n_lead = tl.cdiv(tl.maximum(u_lo - begin, 0), BLOCK_N)
+    n_trail = tl.cdiv(tl.maximum(end - u_hi, 0), BLOCK_N)
+
+    m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for i in range(0, n_lead + n_trail):
+        start_n = tl.where(i < n_lead, begin + i * BLOCK_N, u_hi + (i - n_lead) * BLOCK_N)
+        cols = start_n + tl.arange(0, BLOCK_N)
+        k = desc_k.load([k_row + start_n, head_k * BLOCK_D])
+        s = _scores(q, k, cols, k_len, diag, window_left, window_right, zeros, qk_scale, 0.0, True, False, False)
+        # rows past this sequence belong to the next one: their scores are masked, their values zeroed
+        v = desc_v.load([k_row + start_n, head_k * BLOCK_D])
+        v = tl.where(cols[:, None] < k_len, v, 0.0)
+        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v)
+    for start_n in range(u_lo, u_hi, BLOCK_N):
+        cols = start_n + tl.arange(0, BLOCK_N)
+        k = desc_k.load([k_row + start_n, head_k * BLOCK_D])
+        s = _scores(q, k, cols, k_len, diag, window_left, window_right, zeros, qk_scale, 0.0, False, False, False)
+        v = desc_v.load([k_row + start_n, head_k * BLOCK_D])
+        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v)
+
+    seen = l_i > 0
+    out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
+    row_ok = rows < q_len
+    o_pos = tl.where(varlen_q != 0, q_start, 0) + rows
+    o_rows = batch.to(tl.int64) * stride_ob + o_pos.to(tl.int64) * stride_os + head.to(tl.int64) * stride_oh
+    dims = tl.arange(0, BLOCK_D)
+    tl.store(Out + o_rows[:, None] + dims[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    if write_lse != 0:
+        lse = (m_i + tl.math.log2(tl.where(seen, l_i, 1.0))) * 0.6931471805599453
+        lse_rows = batch.to(tl.int64) * stride_lb + head.to(tl.int64) * stride_lh + o_pos.to(tl.int64) * stride_ls
+        tl.store(Lse + lse_rows, tl.where(seen, lse, float("inf")), mask=row_ok)
+
+
+@triton.jit
 def attn_combine(
     Opart,
     LsePart,
@@ -388,6 +509,14 @@ def attention_configs(target: Target, keys) -> list[Config]:
     return configs
 
 
+def tma_configs(target: Target, keys) -> list[Config]:
+    """From the same tuning table: the prefill bucket's config of the tile width (measured with TMA loads it is
+    BLOCK_M 128, BLOCK_N 128 for head dim 128 and BLOCK_N 64 for 64, 8 warps, 3 stages)."""
+    bucket = TUNING[str(target.arch)]["tma_tiles"][str(keys["BLOCK_D"])]
+    block_m, block_n, warps, stages = bucket["config"]
+    return [Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages)]
+
+
 def aligned_stride(name: str) -> object:
     return i64(name, aligned=True, divisor=8)
 
@@ -446,6 +575,42 @@ KERNELS = [
         grid=["cdiv(seqlen_q * group, BLOCK_M)", "heads_k * num_splits", "batch"],
         configs=attention_configs,
         aligned=ALIGNED_ONLY,
+    ),
+    Kernel(
+        fn=attn_fwd_tma,
+        op="flash_attn",
+        args=[
+            ptr("Q", "T"),
+            ptr("K", "T"),
+            ptr("V", "T"),
+            ptr("Out", "T"),
+            ptr("Lse", "fp32", aligned=False),
+            ptr("CuSeqlensQ", "i32", aligned=False),
+            ptr("CuSeqlensK", "i32", aligned=False),
+            *(aligned_stride(f"stride_{t}s") for t in "qkv"),
+            *(aligned_stride(f"stride_o{a}") for a in "bsh"),
+            i64("stride_lb"),
+            i64("stride_lh"),
+            i64("stride_ls"),
+            i32("rows_q"),
+            i32("rows_k"),
+            i32("seqlen_q"),
+            i32("seqlen_k"),
+            i32("heads"),
+            i32("heads_k"),
+            i32("varlen_q"),
+            i32("varlen_k"),
+            i32("window_left"),
+            i32("window_right"),
+            i32("write_lse"),
+            f32("qk_scale"),
+        ],
+        keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128]},
+        grid_args=[i32("batch")],
+        grid=["cdiv(seqlen_q, BLOCK_M)", "heads", "batch"],
+        configs=tma_configs,
+        aligned=ALIGNED_ONLY,
+        targets=lambda target: target.backend == "cuda" and target.arch == 90,
     ),
     Kernel(
         fn=attn_combine,

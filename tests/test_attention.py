@@ -119,6 +119,29 @@ def test_flash_attn_options(request, rng, where, option, dim):
             assert_lse_close(host(lse), ref_lse, 2e-2 if dtype != "float32" else 1e-4, what)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_flash_attn_layouts(rng, poison, dtype, dim):
+    """The same attention from three layouts: contiguous and qkv-packed (heads side by side: Hopper's TMA kernel) and
+    heads-major views (the general kernel), causal and not, GQA 4, a window, and lse."""
+    import torch
+
+    batch, seqlen, heads, heads_k = 2, 300, 8, 2
+    qkv = torch.randn(batch, seqlen, heads + 2 * heads_k, dim, device="cuda", dtype=getattr(torch, dtype))
+    packed = qkv.split([heads, heads_k, heads_k], dim=2)
+    contiguous = [x.contiguous() for x in packed]
+    heads_major = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in packed]
+    for causal, window in ((False, (-1, -1)), (True, (-1, -1)), (False, (100, 3))):
+        ref, ref_lse = attention64(*(host(x) for x in packed), causal, None, window, with_lse=True)
+        for name, (q, k, v) in (("contiguous", contiguous), ("packed", packed), ("heads-major", heads_major)):
+            out, lse = xopsaot.flash_attn(q, k, v, causal=causal, window_size=window, return_lse=True)
+            note_variant("gpu")
+            what = f"{name} causal={causal} window={window}"
+            assert_close(host(out), ref, dtype, what)
+            assert_lse_close(host(lse), ref_lse, 2e-2, what)
+
+
 @pytest.mark.parametrize("where", PATHS)
 @pytest.mark.parametrize("dim", [8, 40, 72, 96, 100, 192, 200])
 def test_flash_attn_head_dims(request, rng, where, dim):
@@ -339,8 +362,8 @@ def test_matches_torch_sdpa(rng, poison):
 
 @pytest.mark.gpu
 def test_every_attention_variant_was_checked(request):
-    """After the tests above (file order): each attn_fwd and attn_combine variant compiled for this GPU ran (kv_append
-    is checked through the cache contents, which each append test compares exactly)."""
+    """After the tests above (file order): each attn_fwd, attn_fwd_tma and attn_combine variant compiled for this
+    GPU ran (kv_append is checked through the cache contents, which each append test compares exactly)."""
     import torch
 
     arch = torch.cuda.get_device_capability()
@@ -350,7 +373,7 @@ def test_every_attention_variant_was_checked(request):
     wanted = {
         v["index"]
         for v in manifest["variants"]
-        if v["arch"] == archs[0] and v["kernel"] in ("attn_fwd", "attn_combine")
+        if v["arch"] == archs[0] and v["kernel"] in ("attn_fwd", "attn_fwd_tma", "attn_combine")
     }
     missing = wanted - GPU_USED
     labels = [(v["kernel"], v["dtypes"], v["constexprs"]) for v in manifest["variants"] if v["index"] in missing]

@@ -186,7 +186,7 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
         f"""
         fake.fake_cuda_expect_params(50)
         q = tensor((2, 300, 8, 128), ptr={A})
-        k = tensor((2, 77, 2, 128), ptr={B})
+        k = tensor((2, 77, 2, 128), ptr={B}, strides=(2 * 77 * 128, 128, 77 * 128, 1))  # heads-major: no TMA path
         out = tensor((2, 300, 8, 128), ptr={C})
         _library.call("xopsaot_flash_attn", (q, k, k, out, None, None), options(0.125, causal=1), 0)
         emit(launch=launches()[0], count=len(launches()))
@@ -201,13 +201,42 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
     p = decode(launch["params"], "attn_fwd")
     assert p[:4] == [A, B, B, C] and p[4:11] == [0] * 7  # no lse, partials, cu_seqlens, seqused, table, alibi
     # strides (batch, sequence, head) of q, k, v, out
-    assert p[11:14] == [300 * 8 * 128, 8 * 128, 128] and p[14:17] == [77 * 2 * 128, 2 * 128, 128]
+    assert p[11:14] == [300 * 8 * 128, 8 * 128, 128] and p[14:17] == [2 * 77 * 128, 128, 77 * 128]
     assert p[17:20] == p[14:17] and p[20:23] == p[11:14]
     # seqlen_q, seqlen_k, head_dim, heads, group, num_splits, then no varlen/seqused/new keys/pages
     assert p[30:36] == [300, 77, 128, 8, 4, 1] and p[36:43] == [0] * 7
     assert p[43:46] == [1 << 30, 0, 0]  # window: unlimited left, causal right; no lse
     assert abs(p[46] - 0.125 * 1.4426950408889634) < 1e-6 and p[47] == 0  # softmax_scale * log2(e); no softcap
     assert p[48:50] == [0, 0]  # hidden scratch arguments
+
+
+@needs_sm90
+def test_hopper_prefill_takes_the_tma_kernel_with_global_scratch(fake_driver):
+    """Dense prefill with heads side by side goes to attn_fwd_tma, whose tensor descriptors live in Triton's global
+    scratch: allocated per launch (stream-ordered) and freed after it."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(30)
+        q = tensor((2, 300, 8, 128), ptr={A})
+        k = tensor((2, 77, 2, 128), ptr={B})
+        out = tensor((2, 300, 8, 128), ptr={C})
+        _library.call("xopsaot_flash_attn", (q, k, k, out, None, None), options(0.125, causal=1), 0)
+        emit(launch=launches()[0], count=len(launches()), allocs=fake.fake_cuda_alloc_count(),
+             frees=fake.fake_cuda_free_count())
+    """,
+    )
+    launch, variant = r["launch"], r["launch"]["variant"]
+    assert r["count"] == 1 and variant["kernel"] == "attn_fwd_tma" and variant["keys"] == {"BLOCK_D": 128}
+    assert launch["grid"] == [-(-300 // variant["constexprs"]["BLOCK_M"]), 8, 2]  # one query head per program
+    scratch = variant["hidden_args"][0]["size_per_program"]
+    assert scratch > 0
+    p = decode(launch["params"], "attn_fwd_tma")
+    assert p[:4] == [A, B, B, C] and p[7:10] == [8 * 128, 2 * 128, 2 * 128]  # row strides of the 2-D views
+    assert p[16:22] == [600, 154, 300, 77, 8, 2]  # rows of q and k, sequence lengths, heads
+    programs = launch["grid"][0] * 8 * 2
+    assert p[28] == 0xABC000000 + programs * scratch and p[29] == 0  # global scratch; no profile scratch
+    assert r["allocs"] == 1 and r["frees"] == 1
 
 
 @needs_sm90

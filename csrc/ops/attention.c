@@ -113,6 +113,46 @@ static int choose_splits(const attn_problem *p, int sm_count) {
   return splits < 1 ? 1 : (int)splits;
 }
 
+/* Whether the problem fits attn_fwd_tma (Hopper, prefill): dense or packed q/k/v whose heads sit side by side
+ * (2-D views of tokens x heads * headdim), headdim equal to a tile width, no paged cache, softcap or ALiBi. */
+static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options *o) {
+  if (p->block_table || p->seqused_k || p->alibi || o->softcap > 0 || (p->head_dim != 64 && p->head_dim != 128))
+    return 0;
+  const xopsaot_tensor *all[] = {p->q, p->k, p->v};
+  const int64_t seqlen[] = {p->seqlen_q, p->seqlen_k, p->seqlen_k};
+  for (int i = 0; i < 3; ++i) {
+    const xopsaot_tensor *t = all[i];
+    if (t->strides[t->ndim - 2] != p->head_dim) return 0;
+    if (!p->varlen && t->shape[0] > 1 && t->strides[0] != seqlen[i] * t->strides[1]) return 0;
+    if ((p->varlen ? t->shape[0] : p->batch * seqlen[i]) > INT32_MAX) return 0;
+  }
+  return 1;
+}
+
+static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
+                              int32_t window_right, int *launched, void *stream) {
+  const int s = p->varlen ? 0 : 1; /* the sequence dim */
+  xk_attn_fwd_tma_args a = {
+      .Q = p->q->data, .K = p->k->data, .V = p->v->data, .Out = p->out->data,
+      .Lse = p->lse ? p->lse->data : NULL,
+      .CuSeqlensQ = p->cu_q ? p->cu_q->data : NULL, .CuSeqlensK = p->cu_k ? p->cu_k->data : NULL,
+      .stride_qs = p->q->strides[s], .stride_ks = p->k->strides[s], .stride_vs = p->v->strides[s],
+      .stride_ob = p->o_strides[0], .stride_os = p->o_strides[1], .stride_oh = p->o_strides[2],
+      .stride_lb = p->lse_strides[0], .stride_lh = p->lse_strides[2], .stride_ls = p->lse_strides[1],
+      .rows_q = (int32_t)(p->varlen ? p->q->shape[0] : p->batch * p->seqlen_q),
+      .rows_k = (int32_t)(p->varlen ? p->k->shape[0] : p->batch * p->seqlen_k),
+      .seqlen_q = (int32_t)p->seqlen_q, .seqlen_k = (int32_t)p->seqlen_k,
+      .heads = (int32_t)p->heads, .heads_k = (int32_t)p->heads_k,
+      .varlen_q = p->cu_q != NULL, .varlen_k = p->cu_k != NULL,
+      .window_left = window_left, .window_right = window_right, .write_lse = p->lse != NULL,
+      .qk_scale = o->softmax_scale * 1.4426950408889634f,
+      .batch = (int32_t)p->batch,
+  };
+  xk_attn_fwd_tma_keys keys = {p->q->dtype, (int32_t)p->head_dim};
+  *launched = xo_can_launch(&xk_attn_fwd_tma, &keys.T, &a, p->q->device);
+  return *launched ? xo_launch(&xk_attn_fwd_tma, &keys.T, &a, p->q->device, stream) : XOPSAOT_SUCCESS;
+}
+
 static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, void *stream) {
   if (!o) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: options is NULL", p->op);
   if (!isfinite(o->softmax_scale))
@@ -138,6 +178,15 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   }
   const int64_t token_rows = (p->varlen ? p->q->shape[0] : p->batch * p->seqlen_q) * p->heads;
   if (token_rows == 0) return XOPSAOT_SUCCESS;
+  int32_t window_left = o->window_left < 0 ? UNLIMITED_WINDOW : o->window_left;
+  int32_t window_right = o->causal ? 0 : o->window_right < 0 ? UNLIMITED_WINDOW : o->window_right;
+  if (window_left > UNLIMITED_WINDOW) window_left = UNLIMITED_WINDOW;
+  if (window_right > UNLIMITED_WINDOW) window_right = UNLIMITED_WINDOW;
+  if (splits == 1 && p->seqlen_k_new == 0 && fits_tma_path(p, o)) {
+    int launched = 0;
+    xopsaot_status st = run_tma(p, o, window_left, window_right, &launched, stream);
+    if (st || launched) return st;
+  }
   void *workspace = NULL;
   float *opart = NULL, *lse_part = NULL;
   if (splits > 1) {
@@ -147,10 +196,6 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
     lse_part = opart + part * (uint64_t)splits;
   }
   const float log2e = 1.4426950408889634f;
-  int32_t window_left = o->window_left < 0 ? UNLIMITED_WINDOW : o->window_left;
-  int32_t window_right = o->causal ? 0 : o->window_right < 0 ? UNLIMITED_WINDOW : o->window_right;
-  if (window_left > UNLIMITED_WINDOW) window_left = UNLIMITED_WINDOW;
-  if (window_right > UNLIMITED_WINDOW) window_right = UNLIMITED_WINDOW;
   const int paged = p->block_table != NULL;
   xk_attn_fwd_args a = {
       .Q = p->q->data, .K = p->k->data, .V = p->v->data, .Out = p->out->data,
