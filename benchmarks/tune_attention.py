@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -22,32 +21,16 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from attention import graph_ms  # noqa: E402
+from run import bench  # noqa: E402
+
 from kernels_src.attention import attn_fwd  # noqa: E402
 
 DECODE_ROWS = 16
 DECODE = [(16, bn, w, s) for bn in (32, 64, 128) for w in (2, 4) for s in (2, 3, 4)]
 PREFILL = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 4), (128, 32, 8, 4), (64, 64, 4, 3),
            (64, 128, 4, 3), (128, 64, 4, 3), (128, 128, 4, 2), (64, 32, 4, 3)]  # fmt: skip
-
-
-def median_ms(fn, reps: int = 20, graph: bool = False) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    calls = 1
-    if graph:
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(10):
-                fn()
-        fn, calls = g.replay, 10
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in events) / calls
 
 
 def launch(q, k, v, out, group, splits, dim, causal, config, part=None, lse=None, pages=None):
@@ -117,7 +100,7 @@ def tune_decode(dim: int, paged: bool) -> tuple[list, dict]:
         total = 0.0
         for q, k, v, out, splits, part, lse, pages in shapes:
             call = lambda: launch(q, k, v, out, 4, splits, dim, False, config, part, lse, pages)  # noqa: E731
-            total += 2 * k.numel() * 2 / median_ms(call, graph=True) / 1e9
+            total += 2 * k.numel() * 2 / graph_ms(call) / 1e9
         return total / len(shapes)
 
     return best(DECODE, measure)
@@ -132,7 +115,7 @@ def tune_prefill(dim: int) -> tuple[list, dict]:
     def measure(config):
         rates = []
         for causal in (False, True):
-            ms = median_ms(lambda: launch(q, k, v, out, 1, 1, dim, causal, config))
+            ms = bench(lambda: launch(q, k, v, out, 1, 1, dim, causal, config), reps=20)
             rates.append(4 * 2 * heads * 8192 * 8192 * dim / (2 if causal else 1) / ms / 1e9)
         return sum(rates) / 2
 

@@ -22,6 +22,7 @@ typedef struct attn_problem {
   int varlen;
 } attn_problem;
 
+/* q is checked first, so p->q is valid by the time other tensors are compared with it. */
 static xopsaot_status check_half(const attn_problem *p, const xopsaot_tensor *t, const char *name, int ndim) {
   XO_TRY(xo_check_tensor(t, p->op, name, ndim));
   XO_TRY(xo_check_last_dim_contiguous(t, p->op, name));
@@ -251,7 +252,6 @@ xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xopsaot_tensor 
                                   const xopsaot_tensor *alibi_slopes, const xopsaot_attention_options *options,
                                   void *stream) {
   attn_problem p = {.op = "flash_attn", .q = q, .k = k, .v = v, .out = out, .lse = lse, .alibi = alibi_slopes};
-  XO_TRY(xo_check_tensor(q, p.op, "q", 4));
   const xopsaot_tensor *all[] = {k, v, out};
   const char *names[] = {"k", "v", "out"};
   XO_TRY(check_half(&p, q, "q", 4));
@@ -275,7 +275,6 @@ xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_
                                          const xopsaot_attention_options *options, void *stream) {
   attn_problem p = {.op = "flash_attn_varlen", .q = q, .k = k, .v = v, .out = out, .lse = lse,
                     .alibi = alibi_slopes, .cu_q = cu_seqlens_q, .cu_k = cu_seqlens_k, .varlen = 1};
-  XO_TRY(xo_check_tensor(q, p.op, "q", 3));
   const xopsaot_tensor *all[] = {k, v, out};
   const char *names[] = {"k", "v", "out"};
   XO_TRY(check_half(&p, q, "q", 3));
@@ -308,7 +307,6 @@ xopsaot_status xopsaot_flash_attn_with_kvcache(const xopsaot_tensor *q, const xo
                                                void *stream) {
   attn_problem p = {.op = "flash_attn_with_kvcache", .q = q, .k = k_cache, .v = v_cache, .out = out, .lse = lse,
                     .seqused_k = cache_seqlens, .block_table = block_table};
-  XO_TRY(xo_check_tensor(q, p.op, "q", 4));
   XO_TRY(check_half(&p, q, "q", 4));
   XO_TRY(check_half(&p, k_cache, "k_cache", 4));
   XO_TRY(check_half(&p, v_cache, "v_cache", 4));

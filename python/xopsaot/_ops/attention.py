@@ -145,13 +145,17 @@ def _index_tensor(op: str, name: str, view: Optional[View], shape: Optional[tupl
         raise ValueError(f"{op}: {name} must have shape {check.shape_text(shape)}, got {check.shape_text(view.shape)}")
 
 
+def _kernels_take(view: View) -> bool:
+    """The layout the attention kernels read: last dim contiguous, strides multiples of 8, 16-byte aligned data."""
+    return view.strides[-1] == 1 and all(s % 8 == 0 for s in view.strides[:-1]) and view.ptr % 16 == 0
+
+
 def _ready_for_kernels(call: Call, view: View, pad: int) -> View:
-    """A view the kernels take: last dim contiguous, strides multiples of 8, 16-byte aligned data; the head dim
-    zero-padded by `pad` lanes when it is not a multiple of 8."""
+    """`view` as the kernels take it (a contiguous copy if not), the head dim zero-padded by `pad` lanes when it
+    is not a multiple of 8."""
     if pad:
         return call.framework.view(call.framework.pad_last(call.contiguous(view).obj, pad))
-    ok = view.strides[-1] == 1 and all(s % 8 == 0 for s in view.strides[:-1]) and view.ptr % 16 == 0
-    return view if ok else call.contiguous(view)
+    return view if _kernels_take(view) else call.contiguous(view)
 
 
 def _launch_options(scale: float, window: tuple[int, int], softcap: float, num_splits: int = 0) -> AttentionOptions:
@@ -170,11 +174,18 @@ def _validate_on_host(call: Call) -> bool:
 # ---- ops ----
 
 
-def _finish(call: Call, out: View, lse: Optional[View], head_dim: int, return_lse: bool):
+def _finish(out: View, lse: Optional[View], head_dim: int, return_lse: bool):
+    """The GPU path's result: out without its padding lanes, and lse when asked for."""
     result = out.obj
     if out.shape[-1] != head_dim:
         result = result[..., :head_dim]
     return (result, lse.obj) if return_lse else result
+
+
+def _host_result(call: Call, out: np.ndarray, lse: np.ndarray, dtype: str, return_lse: bool):
+    """The CPU path's result as the caller's type: out in the inputs' dtype, and lse (float32) when asked for."""
+    result = call.result(out, dtype)
+    return (result, call.result(lse, "float32")) if return_lse else result
 
 
 @register
@@ -216,30 +227,33 @@ def flash_attn(
         lse = np.zeros((batch, heads, seqlen_q), np.float32)
         for b in range(batch):
             out[b], lse[b] = attend_reference(hq[b], hk[b], hv[b], scale, window, cap, _slopes_for(slopes, b))
-        result = call.result(out, vq.dtype)
-        return (result, call.result(lse, "float32")) if return_lse else result
+        return _host_result(call, out, lse, vq.dtype, return_lse)
     check.dtype(op, "q", vq, check.HALF_FLOATS, " on the GPU")
     pad = -dim % 8
     vq, vk, vv = (_ready_for_kernels(call, x, pad) for x in (vq, vk, vv))
     out = call.empty_like(vq)
     lse = call.empty((batch, heads, seqlen_q), "float32") if return_lse else None
     call.launch("xopsaot_flash_attn", (vq, vk, vv, out, lse, va), _launch_options(scale, window, cap))
-    return _finish(call, out, lse, dim, return_lse)
+    return _finish(out, lse, dim, return_lse)
 
 
-def _check_kv(op: str, q_shape: tuple, vk: View, vv: View, batch_dim: bool) -> None:
+def _check_kv(op: str, q_shape: tuple, vk: View, vv: View, batch_dim: bool, names=("k", "v")) -> None:
+    """Keys and values against q: same shape, q's batch (batch_dim) and head dim (at most 256), heads dividing
+    q's. `names` are what the messages call them (the cache's for flash_attn_with_kvcache)."""
+    k, v = names
     if vk.shape != vv.shape:
         raise ValueError(
-            f"{op}: k and v must have the same shape, got {check.shape_text(vk.shape)} and {check.shape_text(vv.shape)}"
+            f"{op}: {k} and {v} must have the same shape, got {check.shape_text(vk.shape)} and "
+            f"{check.shape_text(vv.shape)}"
         )
     if batch_dim and vk.shape[0] != q_shape[0]:
-        raise ValueError(f"{op}: k has batch {vk.shape[0]} but q has batch {q_shape[0]}")
+        raise ValueError(f"{op}: {k} has batch {vk.shape[0]} but q has batch {q_shape[0]}")
     if vk.shape[-1] != q_shape[-1]:
-        raise ValueError(f"{op}: k has headdim {vk.shape[-1]} but q has headdim {q_shape[-1]}")
+        raise ValueError(f"{op}: {k} has headdim {vk.shape[-1]} but q has headdim {q_shape[-1]}")
     _head_dim(op, "q", q_shape[-1])
     heads, heads_k = q_shape[-2], vk.shape[-2]
     if heads_k == 0 or heads % heads_k:
-        raise ValueError(f"{op}: the heads of q ({heads}) must be a multiple of the heads of k and v ({heads_k})")
+        raise ValueError(f"{op}: the heads of q ({heads}) must be a multiple of the heads of {k} and {v} ({heads_k})")
 
 
 def _cu_seqlens(op: str, name: str, cu: np.ndarray, total: int, max_seqlen: int, max_name: str) -> None:
@@ -311,8 +325,7 @@ def flash_attn_varlen(
         for b in range(batch):
             qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
             out[qs], lse[:, qs] = attend_reference(hq[qs], hk[ks], hv[ks], scale, window, cap, _slopes_for(slopes, b))
-        result = call.result(out, vq.dtype)
-        return (result, call.result(lse, "float32")) if return_lse else result
+        return _host_result(call, out, lse, vq.dtype, return_lse)
     check.dtype(op, "q", vq, check.HALF_FLOATS, " on the GPU")
     pad = -dim % 8
     vq, vk, vv = (_ready_for_kernels(call, x, pad) for x in (vq, vk, vv))
@@ -326,7 +339,7 @@ def flash_attn_varlen(
         int(max_seqlen_k),
         _launch_options(scale, window, cap),
     )
-    return _finish(call, out, lse, dim, return_lse)
+    return _finish(out, lse, dim, return_lse)
 
 
 @register
@@ -365,16 +378,9 @@ def flash_attn_with_kvcache(
         if view is not None:
             check.ndim(op, name, view, (4,), LAYOUT)
     batch, seqlen_q, heads, dim = vq.shape
-    if vkc.shape != vvc.shape:
-        raise ValueError(f"{op}: k_cache and v_cache must have the same shape, got {check.shape_text(vkc.shape)} "
-                         f"and {check.shape_text(vvc.shape)}")  # fmt: skip
+    _check_kv(op, vq.shape, vkc, vvc, batch_dim=False, names=("k_cache", "v_cache"))
     check.same_dtype(op, ("q", vq), ("k_cache", vkc), ("v_cache", vvc), ("k", vk), ("v", vv))
-    _head_dim(op, "q", dim)
-    if vkc.shape[3] != dim:
-        raise ValueError(f"{op}: k_cache has headdim {vkc.shape[3]} but q has headdim {dim}")
     heads_k = vkc.shape[2]
-    if heads_k == 0 or heads % heads_k:
-        raise ValueError(f"{op}: the heads of q ({heads}) must be a multiple of the heads of the cache ({heads_k})")
     paged = vbt is not None
     _index_tensor(op, "block_table", vbt, ndim=2)
     if paged and vbt.shape[0] != batch:
@@ -432,15 +438,14 @@ def flash_attn_with_kvcache(
         if new_k is not None:
             call.framework.assign(vkc.obj, hkc)
             call.framework.assign(vvc.obj, hvc)
-        result = call.result(out, vq.dtype)
-        return (result, call.result(lse, "float32")) if return_lse else result
+        return _host_result(call, out, lse, vq.dtype, return_lse)
     check.dtype(op, "q", vq, check.HALF_FLOATS, " on the GPU")
     if dim % 8:
         raise ValueError(
             f"{op}: headdim {dim} is not a multiple of 8, which a cache needs on the GPU (it cannot be padded in place)"
         )
     for name, view in (("k_cache", vkc), ("v_cache", vvc)):
-        if not (view.strides[-1] == 1 and all(s % 8 == 0 for s in view.strides[:-1]) and view.ptr % 16 == 0):
+        if not _kernels_take(view):
             raise ValueError(f"{op}: {name} must have a contiguous last dim, strides that are multiples of 8 and "
                              "16-byte aligned data (it is updated in place, so it cannot be copied)")  # fmt: skip
     vq = _ready_for_kernels(call, vq, 0)
@@ -455,7 +460,7 @@ def flash_attn_with_kvcache(
         (vq, vkc, vvc, vk, vv, vsl, vbt, out, lse),
         _launch_options(scale, window, cap, int(num_splits)),
     )
-    return (out.obj, lse.obj) if return_lse else out.obj
+    return _finish(out, lse, dim, return_lse)
 
 
 def _seqlens_like(q: Any, value: int, op: str) -> Any:
