@@ -19,8 +19,8 @@ from .expand import int_constexprs
 from .spec import Kernel, identifiers
 
 # Matches xopsaot_dtype in include/xopsaot.h.
-DTYPE_ENUM = {"fp16": 1, "bf16": 2, "fp32": 3}
-DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+DTYPE_ENUM = {"fp16": 1, "bf16": 2, "fp32": 3, "e4m3": 11}
+DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "e4m3": "float8_e4m3fn"}
 C_TYPES = {"i32": ("int32_t", "XO_ARG_I32"), "i64": ("int64_t", "XO_ARG_I64"), "fp32": ("float", "XO_ARG_F32")}
 ALIGN = 128
 
@@ -118,8 +118,13 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
 
         key_values, const_values = [], []
         first = index
+        primaries: dict[tuple, int] = {}  # signature -> the variant its alternates compete with
         for c in items:
             v = c.variant
+            signature = (v.target, v.dtypes, v.keys, v.aligned)
+            if not v.config.alternate:
+                primaries[signature] = index
+            primary = primaries[signature]
             md = c.metadata
             offset = len(blob)
             blob += c.binary
@@ -146,6 +151,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                         f"{k}_keyvals + {(index - first) * nk}" if nk else "NULL",
                         f"{k}_constvals + {(index - first) * nc}" if nc else "NULL",
                         when,
+                        c_str(v.config.when),
                         f"0x{mask:x}ull",
                         str(v.target.arch if v.target.backend == "cuda" else 0),
                         "XO_BACKEND_CUDA" if v.target.backend == "cuda" else "XO_BACKEND_HIP",
@@ -160,6 +166,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                         str(md.get("profile_scratch_size", 0)),
                         str(md.get("profile_scratch_align", 1)),
                         str(index),
+                        str(primary),
                     ]
                 )
                 + "},"
@@ -167,6 +174,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
             manifest_variants.append(
                 {
                     "index": index,
+                    "label": v.label(),
                     "op": kernel.op,
                     "kernel": name,
                     "backend": v.target.backend,
@@ -176,6 +184,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                     "constexprs": {a: val for a, val in v.constexprs.items()},
                     "aligned_args": v.aligned_args(),
                     "when": v.config.when,
+                    "alternate_of": primary if v.config.alternate else None,
                     "num_warps": v.config.num_warps,
                     "num_stages": v.config.num_stages,
                     "shared": md["shared"],

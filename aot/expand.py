@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .spec import ALIGNED_AND_FALLBACK, ALIGNED_ONLY, Config, Kernel, Target, identifiers
+from .spec import ALIGNED_AND_FALLBACK, ALIGNED_ONLY, TRITON_TYPES, Config, Kernel, Target, identifiers
 
 PREDICATE_BUILTINS = {"cdiv", "min", "max"}  # defined in the generated C
 
@@ -21,7 +21,7 @@ class Variant:
     kernel: Kernel
     source: Path  # the kernels_src file the kernel lives in
     target: Target
-    dtypes: tuple[tuple[str, str], ...]  # dtype axis -> Triton dtype
+    dtypes: tuple[tuple[str, str], ...]  # dtype axis -> dtype (spec.DTYPES)
     keys: tuple[tuple[str, Any], ...]  # constexpr axis -> value
     config: Config
     aligned: bool
@@ -37,7 +37,8 @@ class Variant:
         for a in self.kernel.args:
             base = a.type.lstrip("*")
             star = "*" if a.is_pointer else ""
-            types[a.name] = star + dtypes.get(base, base)
+            dtype = dtypes.get(base, base)
+            types[a.name] = star + TRITON_TYPES.get(dtype, dtype)
         constexprs = self.constexprs
         sig = {}
         for name in self.kernel.fn.arg_names:
@@ -116,11 +117,23 @@ def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Va
                 key_values = dict(zip(axes, values))
                 dtypes = tuple((a, key_values[a]) for a in dtype_axes)
                 keys = tuple((a, key_values[a]) for a in const_axes)
-                for config in kernel.configs_for(target, key_values):
+                configs = kernel.configs_for(target, key_values)
+                check_alternates(kernel, configs)
+                for config in configs:
                     for aligned in alignments:
                         variants.append(Variant(kernel, source, target, dtypes, keys, config, aligned))
         check_expressions(kernel, variants[first:])
     return variants
+
+
+def check_alternates(kernel: Kernel, configs: list[Config]) -> None:
+    """An alternate config competes with the closest preceding non-alternate one and shares its predicate."""
+    primary = None
+    for config in configs:
+        if not config.alternate:
+            primary = config
+        elif primary is None or config.when != primary.when:
+            raise ValueError(f"{kernel.name}: alternate config {config} needs a preceding config with its predicate")
 
 
 def int_constexprs(kernel: Kernel, variants: list[Variant]) -> list[str]:

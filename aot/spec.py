@@ -15,7 +15,11 @@ from typing import Any, Callable, Union
 
 # Triton scalar types an argument may have; "*T" / "T" name a dtype axis instead.
 SCALAR_TYPES = ("i32", "i64", "fp32")
-DTYPES = ("fp16", "bf16", "fp32")
+DTYPES = ("fp16", "bf16", "fp32", "e4m3")
+# The Triton type a dtype axis value compiles as. fp8 e4m3 (OCP, torch.float8_e4m3fn) travels as raw bytes and
+# kernels decode it themselves: every target then reads the same format (AMD's native fp8 is the fnuz variant,
+# and sm_80 has no fp8 conversions).
+TRITON_TYPES = {"e4m3": "u8"}
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,18 @@ def f32(name: str) -> Arg:
 @dataclass(frozen=True)
 class Config:
     """One compiled config: constexpr values, warps, stages, and an optional C predicate `when` over the
-    runtime integer arguments and constexprs that must hold for the runtime to pick it (first match wins)."""
+    runtime integer arguments and constexprs that must hold for the runtime to pick it (first match wins).
+
+    `alternate` configs are compiled for XOPSAOT_AUTOTUNE only: each one competes with the closest preceding
+    non-alternate config of the same signature (its bucket, whose predicate it shares) when the runtime times
+    the candidates at first use. Only kernels whose launches can be repeated (no output aliases an input)
+    may declare them."""
 
     constexprs: Mapping[str, Any] = field(default_factory=dict)
     num_warps: int = 4
     num_stages: int = 3
     when: str = ""
+    alternate: bool = False
 
 
 ConfigSource = Union[Sequence[Config], Callable[[Target, Mapping[str, Any]], Sequence[Config]]]

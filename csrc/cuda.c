@@ -36,6 +36,11 @@ static struct {
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             CUstream, void **, void **);
   CUresult (*launch_kernel_ex)(const CUlaunchConfig *, CUfunction, void **, void **); /* optional (11.8) */
+  CUresult (*event_create)(CUevent *, unsigned int);
+  CUresult (*event_record)(CUevent, CUstream);
+  CUresult (*event_synchronize)(CUevent);
+  CUresult (*event_elapsed_time)(float *, CUevent, CUevent);
+  CUresult (*event_destroy)(CUevent);
 } cu;
 
 static CUdevice *device_handles;
@@ -84,6 +89,11 @@ static xopsaot_status cuda_init(int *device_count) {
   REQUIRE(module_get_function, "cuModuleGetFunction");
   REQUIRE(func_set_attribute, "cuFuncSetAttribute");
   REQUIRE(launch_kernel, "cuLaunchKernel");
+  REQUIRE(event_create, "cuEventCreate");
+  REQUIRE(event_record, "cuEventRecord");
+  REQUIRE(event_synchronize, "cuEventSynchronize");
+  REQUIRE(event_elapsed_time, "cuEventElapsedTime");
+  REQUIRE(event_destroy, "cuEventDestroy_v2");
   OPTIONAL(ctx_get_id, "cuCtxGetId");
   OPTIONAL(func_load, "cuFuncLoad");
   OPTIONAL(mem_alloc_async, "cuMemAllocAsync");
@@ -277,6 +287,37 @@ static xopsaot_status cuda_synchronize(void *stream) {
   return XOPSAOT_SUCCESS;
 }
 
+typedef struct cuda_timer {
+  CUevent start, end;
+} cuda_timer;
+
+static xopsaot_status cuda_timer_start(void *stream, void **timer) {
+  cuda_timer *t = calloc(1, sizeof *t);
+  if (!t) return xo_fail(XOPSAOT_ERROR_OUT_OF_MEMORY, "out of host memory");
+  CUresult r = cu.event_create(&t->start, CU_EVENT_DEFAULT);
+  if (r == CUDA_SUCCESS) r = cu.event_create(&t->end, CU_EVENT_DEFAULT);
+  if (r == CUDA_SUCCESS) r = cu.event_record(t->start, (CUstream)stream);
+  if (r != CUDA_SUCCESS) {
+    if (t->start) cu.event_destroy(t->start);
+    if (t->end) cu.event_destroy(t->end);
+    free(t);
+    return fail_cuda(r, "timing with cuEvent");
+  }
+  *timer = t;
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status cuda_timer_stop(void *timer, void *stream, float *ms) {
+  cuda_timer *t = timer;
+  CUresult r = cu.event_record(t->end, (CUstream)stream);
+  if (r == CUDA_SUCCESS) r = cu.event_synchronize(t->end);
+  if (r == CUDA_SUCCESS) r = cu.event_elapsed_time(ms, t->start, t->end);
+  cu.event_destroy(t->start);
+  cu.event_destroy(t->end);
+  free(t);
+  return r == CUDA_SUCCESS ? XOPSAOT_SUCCESS : fail_cuda(r, "timing with cuEvent");
+}
+
 const xo_driver xo_cuda_driver = {
     .name = "CUDA",
     .backend = XO_BACKEND_CUDA,
@@ -291,4 +332,6 @@ const xo_driver xo_cuda_driver = {
     .free_async = cuda_free_async,
     .launch = cuda_launch,
     .synchronize = cuda_synchronize,
+    .timer_start = cuda_timer_start,
+    .timer_stop = cuda_timer_stop,
 };

@@ -38,6 +38,10 @@ typedef struct xo_driver {
   void (*free_async)(void *ptr, void *stream);
   xopsaot_status (*launch)(void *function, const xo_variant *v, const int64_t grid[3], void *stream, void **params);
   xopsaot_status (*synchronize)(void *stream);
+  /* Time work on `stream` (XOPSAOT_AUTOTUNE): timer_start records a start event; timer_stop records the end,
+   * waits for it and gives the milliseconds between. timer_stop releases the timer whatever it returns. */
+  xopsaot_status (*timer_start)(void *stream, void **timer);
+  xopsaot_status (*timer_stop)(void *timer, void *stream, float *ms);
 } xo_driver;
 
 extern const xo_driver xo_cuda_driver XO_INTERNAL;

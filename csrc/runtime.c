@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <math.h>
 
 #include "driver.h"
 
@@ -55,6 +57,10 @@ typedef struct xo_device {
   int ready;
   xo_device_props props;
   uint32_t binary_arch; /* arch of the binaries that serve this device; 0: none */
+  /* XOPSAOT_AUTOTUNE: per primary variant, 1 + the index of the variant chosen for it (0: not yet) */
+  pthread_mutex_t tune_lock;
+  int32_t *tuned;
+  int tune_cache_read;
 } xo_device;
 
 static xo_device *devices;
@@ -67,7 +73,10 @@ static void init_driver(void) {
     snprintf(init_message, sizeof init_message, "%s", message);
     return;
   }
-  for (int i = 0; i < n_devices; ++i) pthread_mutex_init(&devices[i].lock, NULL);
+  for (int i = 0; i < n_devices; ++i) {
+    pthread_mutex_init(&devices[i].lock, NULL);
+    pthread_mutex_init(&devices[i].tune_lock, NULL);
+  }
 }
 
 static xopsaot_status driver_ready(void) {
@@ -252,12 +261,14 @@ static int keys_match(const xo_variant *v, const int32_t *keys, int n) {
   return n == 0 || memcmp(v->keys, keys, sizeof(int32_t) * (size_t)n) == 0;
 }
 
-/* The first variant, in table order, that serves the device and has these keys, whose hints and predicate hold. */
+/* The first variant, in table order, that serves the device and has these keys, whose hints and predicate hold.
+ * Autotuning alternates are never chosen here (see autotuned). */
 static const xo_variant *select_variant(const xo_kernel *k, const int32_t *keys, const void *args,
                                         const xo_device *d) {
   for (int i = 0; i < k->n_variants; ++i) {
     const xo_variant *v = &k->variants[i];
-    if (variant_serves(v, d) && keys_match(v, keys, k->n_keys) && hints_hold(k, v->aligned_mask, args) &&
+    if (v->primary == v->index && variant_serves(v, d) && keys_match(v, keys, k->n_keys) &&
+        hints_hold(k, v->aligned_mask, args) &&
         (!v->when || v->when(args, v->consts)))
       return v;
   }
@@ -346,6 +357,170 @@ static xopsaot_status launch_variant(const xo_variant *v, void *fn, const int64_
   return st;
 }
 
+/* The launch grid of v for args, within the launch limits (a zero dim means there is nothing to compute). */
+static xopsaot_status launch_grid(const xo_variant *v, const void *args, const xo_device *d, int64_t grid[3]) {
+  v->kernel->grid(args, v->consts, d->props.sm_count, grid);
+  if (grid[0] < 0 || grid[1] < 0 || grid[2] < 0 || grid[0] * v->num_ctas > INT32_MAX || grid[1] > 65535 ||
+      grid[2] > 65535)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                   "%s: grid (%lld, %lld, %lld) is outside the launch limits (2^31-1, 65535, 65535)", v->kernel->name,
+                   (long long)grid[0], (long long)grid[1], (long long)grid[2]);
+  return XOPSAOT_SUCCESS;
+}
+
+/* ---- XOPSAOT_AUTOTUNE: time a bucket's compiled candidates at its first use, remember the choice on disk ---- */
+
+static int autotune_on(void) {
+  static int on = -1;
+  int value = __atomic_load_n(&on, __ATOMIC_RELAXED);
+  if (value < 0) {
+    const char *env = getenv("XOPSAOT_AUTOTUNE");
+    value = env && *env && strcmp(env, "0") != 0;
+    __atomic_store_n(&on, value, __ATOMIC_RELAXED);
+  }
+  return value;
+}
+
+/* $XOPSAOT_AUTOTUNE_CACHE, else $XDG_CACHE_HOME/xopsaot/autotune.tsv, else ~/.cache/xopsaot/autotune.tsv;
+ * the directories are created when `create`. 0 if there is no such place. */
+static int tune_cache_path(char *path, size_t size, int create) {
+  const char *explicit_path = getenv("XOPSAOT_AUTOTUNE_CACHE");
+  if (explicit_path && *explicit_path) return snprintf(path, size, "%s", explicit_path) < (int)size;
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  int n;
+  if (xdg && *xdg)
+    n = snprintf(path, size, "%s/xopsaot", xdg);
+  else if (home && *home)
+    n = snprintf(path, size, "%s/.cache/xopsaot", home);
+  else
+    return 0;
+  if (n < 0 || (size_t)n + 16 >= size) return 0;
+  if (create) {
+    for (char *p = path + 1; *p; ++p)
+      if (*p == '/') {
+        *p = 0;
+        mkdir(path, 0755);
+        *p = '/';
+      }
+    mkdir(path, 0755);
+  }
+  strcat(path, "/autotune.tsv");
+  return 1;
+}
+
+static char autotune_path[4096];
+static int autotune_path_found;
+static void name_autotune_path(void) {
+  autotune_path_found = tune_cache_path(autotune_path, sizeof autotune_path, 0);
+}
+
+const char *xopsaot_autotune_cache(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  if (!autotune_on()) return NULL;
+  pthread_once(&once, name_autotune_path);
+  return autotune_path_found ? autotune_path : NULL;
+}
+
+static int find_variant(const char *label, const char *when, uint32_t primary) {
+  for (int i = 0; i < xo_n_variants; ++i) {
+    const xo_variant *v = &xo_variants[i];
+    if ((primary == UINT32_MAX || v->primary == primary) && !strcmp(v->label, label) && !strcmp(v->when_text, when))
+      return i;
+  }
+  return -1;
+}
+
+/* Lines: device name, primary label, its predicate, chosen label (tab-separated); later lines win. Entries of
+ * other devices or builds are skipped. Called with d->tune_lock held. */
+static void read_tune_cache(xo_device *d) {
+  char path[4096], line[2048];
+  d->tune_cache_read = 1;
+  FILE *f = tune_cache_path(path, sizeof path, 0) ? fopen(path, "r") : NULL;
+  if (!f) return;
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = 0;
+    char *fields[4], *cursor = line;
+    int n = 0;
+    for (; n < 4 && cursor; ++n) {
+      fields[n] = cursor;
+      cursor = strchr(cursor, '\t');
+      if (cursor) *cursor++ = 0;
+    }
+    if (n != 4 || cursor || strcmp(fields[0], d->props.name)) continue;
+    int primary = find_variant(fields[1], fields[2], UINT32_MAX);
+    if (primary < 0 || xo_variants[primary].primary != (uint32_t)primary) continue;
+    int chosen = find_variant(fields[3], fields[2], (uint32_t)primary);
+    if (chosen >= 0 && variant_serves(&xo_variants[chosen], d)) d->tuned[primary] = chosen + 1;
+  }
+  fclose(f);
+}
+
+static void write_tune_cache(const xo_device *d, const xo_variant *primary, const xo_variant *chosen) {
+  char path[4096], line[2048];
+  int n = snprintf(line, sizeof line, "%s\t%s\t%s\t%s\n", d->props.name, primary->label, primary->when_text,
+                   chosen->label);
+  if (n <= 0 || (size_t)n >= sizeof line || !tune_cache_path(path, sizeof path, 1)) return;
+  FILE *f = fopen(path, "a"); /* one short append per line: concurrent processes do not interleave */
+  if (!f) return;             /* a cache that cannot be written only costs a re-tune next time */
+  fputs(line, f);
+  fclose(f);
+}
+
+/* Milliseconds per launch of w (the best of a few timed windows after a warm-up); INFINITY if it fails. */
+static float time_variant(xo_context *c, const xo_variant *w, const void *args, const xo_device *d, void *stream) {
+  int64_t grid[3];
+  void *fn, *timer;
+  if (launch_grid(w, args, d, grid) || function_for(c, w, stream, 0, &fn)) return INFINITY;
+  if (launch_variant(w, fn, grid, args, stream)) return INFINITY;
+  float best = INFINITY;
+  for (int window = 0; window < 3; ++window) {
+    if (drv->timer_start(stream, &timer)) return INFINITY;
+    xopsaot_status st = XOPSAOT_SUCCESS;
+    for (int r = 0; r < 4 && !st; ++r) st = launch_variant(w, fn, grid, args, stream);
+    float ms = INFINITY;
+    if (drv->timer_stop(timer, stream, &ms) || st) return INFINITY;
+    if (ms / 4 < best) best = ms / 4;
+  }
+  return best;
+}
+
+/* The variant to launch for primary v: v itself unless it has alternates, else the fastest candidate as timed
+ * at the first launch of v's bucket on this device (or as found in the disk cache). During graph capture an
+ * untuned bucket launches v and is tuned later. Launches are repeated while timing, so the kernels that declare
+ * alternates must not read what they write. */
+static const xo_variant *autotuned(xo_context *c, const xo_variant *v, const void *args, xo_device *d,
+                                   void *stream) {
+  int32_t chosen = d->tuned ? __atomic_load_n(&d->tuned[v->index], __ATOMIC_ACQUIRE) : 0;
+  if (chosen) return &xo_variants[chosen - 1];
+  pthread_mutex_lock(&d->tune_lock);
+  if (!d->tuned) d->tuned = calloc((size_t)xo_n_variants, sizeof *d->tuned);
+  if (d->tuned && !d->tune_cache_read) read_tune_cache(d);
+  chosen = d->tuned ? d->tuned[v->index] : v->index + 1;
+  if (!chosen) {
+    const xo_kernel *k = v->kernel;
+    int alternates = 0, capturing = 0;
+    for (int i = 0; i < k->n_variants; ++i) alternates += k->variants[i].primary == v->index && &k->variants[i] != v;
+    if (!alternates) {
+      chosen = v->index + 1;
+    } else if (drv->is_capturing(stream, &capturing) == XOPSAOT_SUCCESS && !capturing) {
+      const xo_variant *best = v;
+      float best_ms = time_variant(c, v, args, d, stream);
+      for (int i = 0; i < k->n_variants; ++i) {
+        const xo_variant *w = &k->variants[i];
+        if (w->primary != v->index || w == v || !variant_serves(w, d) || !hints_hold(k, w->aligned_mask, args))
+          continue;
+        float ms = time_variant(c, w, args, d, stream);
+        if (ms < best_ms) best = w, best_ms = ms;
+      }
+      chosen = (int32_t)best->index + 1;
+      if (best_ms < INFINITY) write_tune_cache(d, v, best);
+    }
+    if (chosen) __atomic_store_n(&d->tuned[v->index], chosen, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&d->tune_lock);
+  return chosen ? &xo_variants[chosen - 1] : v;
+}
+
 int xo_can_launch(const xo_kernel *k, const int32_t *keys, const void *args, int device) {
   xo_device *d;
   return get_served_device(device, &d) == XOPSAOT_SUCCESS && select_variant(k, keys, args, d) != NULL;
@@ -357,20 +532,19 @@ xopsaot_status xo_launch(const xo_kernel *k, const int32_t *keys, const void *ar
   if (st) return st;
   const xo_variant *v = select_variant(k, keys, args, d);
   if (!v) return explain_no_variant(k, keys, d);
-  last_variant = (int)v->index;
   int64_t grid[3];
-  k->grid(args, v->consts, d->props.sm_count, grid);
-  if (grid[0] < 0 || grid[1] < 0 || grid[2] < 0 || grid[0] * v->num_ctas > INT32_MAX || grid[1] > 65535 ||
-      grid[2] > 65535)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
-                   "%s: grid (%lld, %lld, %lld) is outside the launch limits (2^31-1, 65535, 65535)", k->name,
-                   (long long)grid[0], (long long)grid[1], (long long)grid[2]);
+  if ((st = launch_grid(v, args, d, grid))) return st;
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return XOPSAOT_SUCCESS; /* nothing to compute */
   xo_context_ref ref;
   if ((st = drv->enter(device, &ref))) return st;
   xo_context *c;
   void *fn = NULL;
   st = context_cache(ref.id, &c);
+  if (!st && autotune_on()) {
+    const xo_variant *chosen = autotuned(c, v, args, d, stream);
+    if (chosen != v) st = launch_grid(v = chosen, args, d, grid);
+  }
+  last_variant = (int)v->index;
   if (!st) st = function_for(c, v, stream, 1, &fn);
   if (!st) st = launch_variant(v, fn, grid, args, stream);
   drv->leave(&ref);
@@ -388,7 +562,7 @@ xopsaot_status xopsaot_preload(int device) {
   for (int i = 0; i < xo_n_variants && !st; ++i) {
     const xo_variant *v = &xo_variants[i];
     void *fn;
-    if (variant_serves(v, d)) st = function_for(c, v, NULL, 0, &fn);
+    if (variant_serves(v, d) && (v->primary == v->index || autotune_on())) st = function_for(c, v, NULL, 0, &fn);
   }
   drv->leave(&ref);
   return st;

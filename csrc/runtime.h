@@ -36,6 +36,7 @@ typedef struct xo_variant {
   const int32_t *keys;    /* kernel->n_keys selection values */
   const int64_t *consts;  /* kernel->n_consts integer constexprs, for grid and predicates */
   int (*when)(const void *args, const int64_t *consts); /* NULL: always */
+  const char *when_text;  /* the predicate's source ("" for none): with the label, names a bucket on disk */
   uint64_t aligned_mask;  /* bit i: runtime argument i must be a multiple of args[i].divisor */
   uint32_t arch;          /* CUDA: 10 * major + minor of the target */
   uint8_t backend;        /* XO_BACKEND_* */
@@ -48,6 +49,7 @@ typedef struct xo_variant {
   uint32_t global_scratch_size, global_scratch_align;
   uint32_t profile_scratch_size, profile_scratch_align;
   uint32_t index;         /* position in xo_variants: the module-cache slot */
+  uint32_t primary;       /* index of the variant this one is an autotuning alternate to (itself if none) */
 } xo_variant;
 
 struct xo_kernel {

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define XOPSAOT_ABI_VERSION 1
+#define XOPSAOT_ABI_VERSION 2
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -98,6 +98,9 @@ XOPSAOT_API int xopsaot_variant_count(void);
 /* The variant the calling thread's last op selected (-1: none yet), e.g. to see which kernel ran. */
 XOPSAOT_API int xopsaot_last_variant(void);
 XOPSAOT_API xopsaot_status xopsaot_variant_binary(int index, const void **data, uint64_t *size);
+/* XOPSAOT_AUTOTUNE=1 (read at first use): the file that remembers the configs timed per device and bucket; NULL
+ * when autotuning is off or no cache directory can be named. */
+XOPSAOT_API const char *xopsaot_autotune_cache(void);
 
 /* Ops. Shapes follow torch / flash-attn conventions; see the README for each op's contract. */
 
@@ -137,6 +140,7 @@ typedef struct xopsaot_attention_options {
   int window_left, window_right; /* -1: unlimited */
   float softcap;                 /* > 0: scores become softcap * tanh(scores / softcap) */
   int num_splits;                /* split-KV slices: 0 chooses (splits when batch x heads_k cannot fill the GPU) */
+  float k_scale, v_scale;        /* an fp8 cache's per-tensor scales (stored = value / scale); 0 reads as 1 */
 } xopsaot_attention_options;
 
 XOPSAOT_API xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xopsaot_tensor *k,
@@ -159,7 +163,10 @@ XOPSAOT_API xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, co
  * block_table (batch, max_pages) int32 is given. cache_seqlens (batch,) int32: tokens already in the cache
  * (NULL: the whole cache). k and v (optional, batch, seqlen_new, heads_k, headdim) are first written into the
  * cache in place at cache_seqlens[b] + t; attention then covers cache_seqlens[b] + seqlen_new keys. Indices are
- * read on the device: positions past the cache are not written, and pages outside it read as zeros. */
+ * read on the device: positions past the cache are not written, and pages outside it read as zeros.
+ * The cache may be XOPSAOT_FLOAT8_E4M3 (OCP e4m3, torch.float8_e4m3fn) with q, k, v and out fp16/bf16: a cached
+ * entry x means x * k_scale (keys) or x * v_scale (values), and new k/v are stored as k / k_scale rounded to
+ * nearest even, saturating at +-448. */
 XOPSAOT_API xopsaot_status xopsaot_flash_attn_with_kvcache(
     const xopsaot_tensor *q, const xopsaot_tensor *k_cache, const xopsaot_tensor *v_cache, const xopsaot_tensor *k,
     const xopsaot_tensor *v, const xopsaot_tensor *cache_seqlens, const xopsaot_tensor *block_table,

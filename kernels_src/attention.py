@@ -16,6 +16,11 @@ written into the cache by `kv_append` before attention runs.
 
 Head dims up to 256: tiles are 64, 128 or 256 wide (BLOCK_D) and the lanes past `head_dim` are masked; the
 hint that head_dim and the strides are multiples of 8 keeps the loads 16 bytes wide.
+
+A cache may hold fp8 e4m3 (KV = "e4m3", raw bytes): keys and values are decoded to 16-bit floats on load by bit
+arithmetic (any target, no fp8 instructions needed) and the per-tensor scales are folded into the score scale
+(k_scale) and the output (v_scale); kv_append quantizes new entries with round-to-nearest-even, saturating at
++-448.
 """
 
 import json
@@ -31,6 +36,29 @@ from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
 def _tanh(x):
     # exp2 form: the same on every backend, and exact to rounding at both ends (exp2 -> inf gives 1)
     return 1.0 - 2.0 / (1.0 + tl.math.exp2(x * 2.8853900817779268))
+
+
+@triton.jit
+def _from_e4m3(bits):
+    """fp8 e4m3 bytes -> fp16, scaled by 2^-8: placing the 4 exponent and 3 mantissa bits in fp16's fields
+    reinterprets the exponent bias 7 as 15, exact for normals and subnormals alike (callers fold 2^8 into their
+    scales). The NaN code 0x7f reads as 480."""
+    b = bits.to(tl.uint16)
+    half = ((b & 0x80) << 8) | ((b & 0x7F) << 7)
+    return half.to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def _to_e4m3(x):
+    """fp32 -> fp8 e4m3 bytes, round to nearest even, saturating at +-448 (NaN is not preserved)."""
+    a = tl.minimum(tl.abs(x), 448.0)
+    # normals: keep 3 mantissa bits of the fp32 pattern (ties to even), then rebias the exponent from 127 to 7
+    u = a.to(tl.uint32, bitcast=True)
+    normal = ((u + 0x7FFFF + ((u >> 20) & 1)) >> 20) - (120 << 3)
+    # subnormals (below 2^-6): multiples of 2^-9, rounded by the 1.5 * 2^23 trick; 8 is the smallest normal
+    sub = ((a * 512.0 + 12582912.0) - 12582912.0).to(tl.uint32)
+    magnitude = tl.where(a < 0.015625, sub, normal)
+    return (magnitude | tl.where(x < 0, 0x80, 0).to(tl.uint32)).to(tl.uint8)
 
 
 @triton.jit
@@ -82,10 +110,14 @@ def _attend_block(
             load_mask = (cols[:, None] < k_len) & dim_ok[None, :]
         else:
             load_mask = dim_ok[None, :]
-    k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0.0)
+    k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0)
+    if K.dtype.element_ty == tl.uint8:
+        k = _from_e4m3(k).to(q.dtype)
     s = _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, qk_scale, softcap_log2e, MASKED,
                 SOFTCAP, ALIBI)  # fmt: skip
-    v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0.0)
+    v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0)
+    if V.dtype.element_ty == tl.uint8:
+        v = _from_e4m3(v).to(q.dtype)
     return _online_softmax(acc, m_i, l_i, s, v)
 
 
@@ -170,6 +202,7 @@ def attn_fwd(
     write_lse,
     qk_scale,
     softcap_log2e,
+    v_scale,
     BLOCK_D: tl.constexpr,
     PAGED: tl.constexpr,
     SOFTCAP: tl.constexpr,
@@ -260,7 +293,7 @@ def attn_fwd(
         )  # fmt: skip
 
     seen = l_i > 0
-    out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
+    out = tl.where(seen[:, None], acc * (v_scale / tl.where(seen, l_i, 1.0))[:, None], 0.0)
     lse = (m_i + tl.math.log2(tl.where(seen, l_i, 1.0))) * 0.6931471805599453
     q_abs = batch.to(tl.int64) * seqlen_q + q_pos  # dense: b * seqlen_q + i; packed: the token index
     q_abs = tl.where(varlen_q != 0, (q_start + q_pos).to(tl.int64), q_abs)
@@ -459,10 +492,13 @@ def kv_append(
     n_pages,
     max_pages,
     capacity,
+    k_inv_scale,
+    v_inv_scale,
     BLOCK_D: tl.constexpr,
 ):
-    """Write token t of k/v (batch, seqlen_new, heads_k, headdim) into the cache at cache_seqlens[b] + t.
-    Positions past the cache's capacity or pages outside it are not written (the op layer rejects them)."""
+    """Write token t of k/v (batch, seqlen_new, heads_k, headdim) into the cache at cache_seqlens[b] + t,
+    quantized as x * inv_scale when the cache is fp8. Positions past the cache's capacity or pages outside it are
+    not written (the op layer rejects them)."""
     t = tl.program_id(0)
     head = tl.program_id(1).to(tl.int64)
     batch = tl.program_id(2).to(tl.int64)
@@ -482,6 +518,9 @@ def kv_append(
     mask = (dims < head_dim) & ok
     k = tl.load(KNew + batch * stride_nb + t * stride_ns + head * stride_nh + dims, mask=mask)
     v = tl.load(VNew + batch * stride_vnb + t * stride_vns + head * stride_vnh + dims, mask=mask)
+    if KCache.dtype.element_ty == tl.uint8:
+        k = _to_e4m3(k.to(tl.float32) * k_inv_scale)
+        v = _to_e4m3(v.to(tl.float32) * v_inv_scale)
     tl.store(KCache + k_row + head * stride_kh + dims, k, mask=mask)
     tl.store(VCache + v_row + head * stride_vh + dims, v, mask=mask)
 
@@ -492,29 +531,43 @@ def kv_append(
 TUNING = json.loads((Path(__file__).with_name("attention_tuning.json")).read_text())["targets"]
 
 
+def cache_dtypes_match(keys) -> bool:
+    """Keys and values are q's dtype, or an fp8 cache: flash_attn_with_kvcache only, which has no ALiBi, and
+    without softcap (not compiled, to keep the build's time and size in bounds)."""
+    return keys["KV"] == keys["T"] or (keys["KV"] == "e4m3" and not keys.get("ALIBI") and not keys.get("SOFTCAP"))
+
+
+def bucket_configs(bucket, when: str, with_alternates: bool) -> list[Config]:
+    """A table bucket's config, then (for XOPSAOT_AUTOTUNE) its alternates; entries are [BLOCK_M, BLOCK_N,
+    num_warps, num_stages]."""
+    entries = [bucket["config"]] + (bucket.get("alternates", []) if with_alternates else [])
+    return [
+        Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages, when=when, alternate=i > 0)
+        for i, (bm, bn, warps, stages) in enumerate(entries)
+    ]
+
+
 def attention_configs(target: Target, keys) -> list[Config]:
     """The table's configs for this target and tile width, in bucket order: each bucket but the last gets a
     predicate on rows = seqlen_q * group, so the C dispatch takes the first bucket that bounds the call. ALiBi is
     not offered with a paged cache (flash_attn_with_kvcache has no alibi_slopes), so that combination compiles
-    nothing."""
-    if keys["PAGED"] and keys["ALIBI"]:
+    nothing. Alternates are compiled for the plain variants (16-bit keys, no softcap or ALiBi) only."""
+    if (keys["PAGED"] and keys["ALIBI"]) or not cache_dtypes_match(keys):
         return []
     configs = []
     tiles = TUNING[str(target.arch)]["tiles"]
     name = f"{keys['BLOCK_D']}/paged" if keys["PAGED"] and f"{keys['BLOCK_D']}/paged" in tiles else str(keys["BLOCK_D"])
+    plain = keys["KV"] == keys["T"] and not keys["SOFTCAP"] and not keys["ALIBI"]
     for bucket in tiles[name]:
-        block_m, block_n, warps, stages = bucket["config"]
         when = "" if bucket["max_rows"] is None else f"seqlen_q * group <= {int(bucket['max_rows'])}"
-        configs.append(Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages, when=when))
+        configs += bucket_configs(bucket, when, plain)
     return configs
 
 
 def tma_configs(target: Target, keys) -> list[Config]:
     """From the same tuning table: the prefill bucket's config of the tile width (measured with TMA loads it is
-    BLOCK_M 128, BLOCK_N 128 for head dim 128 and BLOCK_N 64 for 64, 8 warps, 3 stages)."""
-    bucket = TUNING[str(target.arch)]["tma_tiles"][str(keys["BLOCK_D"])]
-    block_m, block_n, warps, stages = bucket["config"]
-    return [Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=warps, num_stages=stages)]
+    BLOCK_M 128, BLOCK_N 128 for head dim 128 and BLOCK_N 64 for 64, 8 warps, 3 stages) and its alternates."""
+    return bucket_configs(TUNING[str(target.arch)]["tma_tiles"][str(keys["BLOCK_D"])], "", True)
 
 
 def aligned_stride(name: str) -> object:
@@ -527,8 +580,8 @@ KERNELS = [
         op="flash_attn",
         args=[
             ptr("Q", "T"),
-            ptr("K", "T"),
-            ptr("V", "T"),
+            ptr("K", "KV"),
+            ptr("V", "KV"),
             ptr("Out", "T"),
             ptr("Lse", "fp32", aligned=False),
             ptr("Opart", "fp32"),
@@ -563,9 +616,11 @@ KERNELS = [
             i32("write_lse"),
             f32("qk_scale"),
             f32("softcap_log2e"),
+            f32("v_scale"),
         ],
         keys={
             "T": ["fp16", "bf16"],
+            "KV": ["fp16", "bf16", "e4m3"],
             "BLOCK_D": [64, 128, 256],
             "PAGED": [False, True],
             "SOFTCAP": [False, True],
@@ -646,8 +701,8 @@ KERNELS = [
         args=[
             ptr("KNew", "T"),
             ptr("VNew", "T"),
-            ptr("KCache", "T"),
-            ptr("VCache", "T"),
+            ptr("KCache", "KV"),
+            ptr("VCache", "KV"),
             ptr("CacheSeqlens", "i32", aligned=False),
             ptr("BlockTable", "i32", aligned=False),
             *(aligned_stride(f"stride_{t}{a}") for t in ("n", "vn", "k", "v") for a in "bsh"),
@@ -658,11 +713,13 @@ KERNELS = [
             i32("n_pages"),
             i32("max_pages"),
             i64("capacity"),
+            f32("k_inv_scale"),
+            f32("v_inv_scale"),
         ],
-        keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128, 256]},
+        keys={"T": ["fp16", "bf16"], "KV": ["fp16", "bf16", "e4m3"], "BLOCK_D": [64, 128, 256]},
         grid_args=[i32("seqlen_new"), i32("heads_k"), i32("batch")],
         grid=["seqlen_new", "heads_k", "batch"],
-        configs=[Config({}, num_warps=1, num_stages=1)],
+        configs=lambda target, keys: [Config({}, num_warps=1, num_stages=1)] if cache_dtypes_match(keys) else [],
         aligned=ALIGNED_ONLY,
     ),
 ]

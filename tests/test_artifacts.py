@@ -112,4 +112,4 @@ def test_package_contents():
     assert _library.LIBRARY_PATH.exists() and _library.MANIFEST_PATH.exists()
     header = _library.HEADER_PATH.read_text()
     assert "xopsaot_flash_attn" in header and "XOPSAOT_ABI_VERSION" in header
-    assert _library.library().xopsaot_abi_version() == 1
+    assert _library.library().xopsaot_abi_version() == 2

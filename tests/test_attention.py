@@ -4,6 +4,9 @@ and paged caches with permuted block tables, split-KV, and bad input."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from arrays import make
@@ -272,6 +275,122 @@ def test_flash_attn_with_kvcache(request, rng, where, layout, case):
         np.testing.assert_array_equal(host(vc), expect[1])
 
 
+def fp8(values: np.ndarray, scale: float, where):
+    """An fp8 e4m3 cache holding values / scale, quantized by ml_dtypes (CPU) or torch (GPU), not by xopsaot."""
+    stored = values.astype(np.float32) * (np.float32(1) / np.float32(scale))
+    if where == "cpu":
+        return stored.astype(pytest.importorskip("ml_dtypes").float8_e4m3fn)
+    import torch
+
+    return torch.from_numpy(stored).to(torch.float8_e4m3fn).cuda()
+
+
+def fp8_bytes(cache) -> np.ndarray:
+    if hasattr(cache, "detach"):
+        import torch
+
+        torch.cuda.synchronize()
+        return cache.detach().cpu().view(torch.uint8).numpy()
+    return np.asarray(cache).view(np.uint8)
+
+
+def fp8_values(cache) -> np.ndarray:
+    if hasattr(cache, "detach"):
+        return cache.detach().cpu().double().numpy()
+    return np.asarray(cache).astype(np.float64)
+
+
+@pytest.mark.parametrize("where", PATHS)
+@pytest.mark.parametrize("layout", ["contiguous", "paged16"])
+@pytest.mark.parametrize("case", list(KV_CASES))
+def test_fp8_cache(request, rng, where, layout, case):
+    """An e4m3 cache with per-tensor scales: attention reads x * scale, appends store round(k / scale); the
+    reference decodes with torch / ml_dtypes in float64."""
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    seqlen_q, new, options = KV_CASES[case]
+    batch, h, hk, capacity = 3, 8, 2, 256
+    if where == "gpu" and options.get("softcap"):  # not compiled with an fp8 cache: a clear error
+        q = arr(rng, (batch, seqlen_q, h, 64), "bfloat16", where)
+        cache = fp8(np.zeros((batch, capacity, hk, 64)), 1.0, where)
+        with pytest.raises(ValueError, match="softcap with an fp8 cache is not compiled"):
+            xopsaot.flash_attn_with_kvcache(q, cache, cache, **options)
+        return
+    k_scale, v_scale = 0.01, 0.02  # values within +-4 use the e4m3 range's upper part, short of 448
+    combos = [("float16", 64)] if where == "cpu" else [(t, d) for t in ("float16", "bfloat16") for d in (64, 128, 256)]
+    for dtype, dim in combos:
+        lengths = np.array([0, 70, capacity - new], dtype=np.int32) if new else np.array([1, 70, capacity], np.int32)
+        caches = [np.clip(rng.standard_normal((batch, capacity, hk, dim)), -4, 4) for _ in range(2)]
+        table, page = None, 0
+        if layout != "contiguous":
+            page = int(layout[5:])
+            caches, table = paged(caches, page, rng)
+        caches = [np.clip(c, -4, 4) for c in caches]  # the spare pages too
+        kc, vc = fp8(caches[0], k_scale, where), fp8(caches[1], v_scale, where)
+        q = to_where(rng.standard_normal((batch, seqlen_q, h, dim)).astype(np.float32), dtype, where)
+        extra = {"cache_seqlens": ints(lengths, where), "k_scale": k_scale, "v_scale": v_scale}
+        if table is not None:
+            extra["block_table"] = ints(table, where)
+        fresh_k = fresh_v = None
+        if new:
+            fresh_k, fresh_v = (np.clip(rng.standard_normal((batch, new, hk, dim)), -4, 4) for _ in range(2))
+            extra["k"], extra["v"] = to_where(fresh_k, dtype, where), to_where(fresh_v, dtype, where)
+            # what the appends must store: the 16-bit inputs quantized independently
+            fresh_k, fresh_v = fp8(host(extra["k"]), k_scale, where), fp8(host(extra["v"]), v_scale, where)
+        before = [fp8_bytes(kc).copy(), fp8_bytes(vc).copy()]
+        out, lse = xopsaot.flash_attn_with_kvcache(q, kc, vc, return_lse=True, **extra, **options)
+        note_variant(where)
+        expect = [c.copy() for c in before]
+        hq = host(q)
+        for b in range(batch):
+            start, n = int(lengths[b]), int(lengths[b]) + new
+            pos = np.arange(n)
+            rows = (np.full(n, b), pos) if table is None else (table[b, pos // page], pos % page)
+            if new:
+                slots = tuple(r[start:] for r in rows)
+                expect[0][slots], expect[1][slots] = fp8_bytes(fresh_k)[b], fp8_bytes(fresh_v)[b]
+            keys = fp8_values(fp8_like(expect[0], kc))[rows] * k_scale
+            values = fp8_values(fp8_like(expect[1], vc))[rows] * v_scale
+            ref, ref_lse = attention64(
+                hq[b : b + 1], keys[None], values[None], options.get("causal", False), None,
+                options.get("window_size", (-1, -1)), options.get("softcap", 0.0), with_lse=True,
+            )  # fmt: skip
+            what = f"fp8 {case} {layout} {dtype} dim {dim} sequence {b}"
+            assert_close(host(out)[b], ref[0], dtype, what)
+            assert_lse_close(host(lse)[b], ref_lse[0], 2e-2, what + " lse")
+        np.testing.assert_array_equal(fp8_bytes(kc), expect[0])
+        np.testing.assert_array_equal(fp8_bytes(vc), expect[1])
+
+
+def fp8_like(raw: np.ndarray, like):
+    """Bytes as an fp8 array of like's kind, for decoding by torch or ml_dtypes."""
+    if hasattr(like, "detach"):
+        import torch
+
+        return torch.from_numpy(raw).view(torch.float8_e4m3fn)
+    return raw.view(pytest.importorskip("ml_dtypes").float8_e4m3fn)
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_fp8_cache_bad_input(rng, where):
+    q = arr(rng, (2, 1, 4, 64), "float16", where)
+    cache = fp8(rng.standard_normal((2, 32, 2, 64)), 1.0, where)
+    half = arr(rng, (2, 32, 2, 64), "float16", where)
+    xopsaot.flash_attn_with_kvcache(q, cache, cache, k_scale=0.5, v_scale=2.0)
+    with pytest.raises(ValueError, match="k_scale and v_scale apply to an float8_e4m3fn cache, not to float16"):
+        xopsaot.flash_attn_with_kvcache(q, half, half, k_scale=0.5)
+    with pytest.raises(ValueError, match="must be > 0"):
+        xopsaot.flash_attn_with_kvcache(q, cache, cache, v_scale=0.0)
+    with pytest.raises(TypeError, match="k_scale must be a finite float"):
+        xopsaot.flash_attn_with_kvcache(q, cache, cache, k_scale=float("inf"))
+    with pytest.raises(TypeError, match="v_cache.dtype is float16 but k_cache.dtype is float8_e4m3fn"):
+        xopsaot.flash_attn_with_kvcache(q, cache, half)
+    with pytest.raises(TypeError, match="k.dtype is float8_e4m3fn but q.dtype is float16"):
+        xopsaot.flash_attn_with_kvcache(q, cache, cache, k=cache[:, :1], v=cache[:, :1], cache_seqlens=3)
+    with pytest.raises(TypeError, match="k.dtype is float8_e4m3fn but q.dtype is float16"):
+        xopsaot.flash_attn(q, cache[:, :1], cache[:, :1])
+
+
 @pytest.mark.parametrize("where", PATHS)
 def test_kvcache_bad_input(request, rng, where):
     batch, hk, dim = 2, 2, 64
@@ -346,6 +465,75 @@ def test_matches_torch_sdpa(rng, poison):
         assert (out.float() - ref.float()).abs().max().item() < 2e-2
 
 
+ALTERNATES_RUN = """
+import json, sys
+import numpy as np, torch
+sys.path.insert(0, sys.argv[1])
+from reference64 import attention64
+import xopsaot
+from xopsaot import _library
+
+rng = np.random.default_rng(int(sys.argv[2]))
+used, errors = [], []
+def check(out, ref, what):
+    out = out.detach().cpu().double().numpy()
+    errors.append([what, float(np.abs(out - ref).max() / np.abs(ref).max()), bool(np.isfinite(out).all())])
+    used.append(_library.last_variant())
+for dtype in (torch.float16, torch.bfloat16):
+    for dim in (64, 128):
+        def t(*shape):
+            return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(dtype).cuda()
+        # prefill, heads side by side, enough query blocks to fill the GPU without split-KV: the TMA kernel
+        q, k, v = t(4, 1100, 8, dim), t(4, 1100, 8, dim), t(4, 1100, 8, dim)
+        check(xopsaot.flash_attn(q, k, v, causal=True), attention64(q.cpu(), k.cpu(), v.cpu(), True), f"tma {dim}")
+        q, kc = t(2, 1, 8, dim), t(2, 200, 2, dim)  # decode, GQA 4, one split
+        lengths = torch.tensor([37, 200], dtype=torch.int32, device="cuda")
+        out = xopsaot.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=lengths, num_splits=1)
+        ref = np.concatenate([attention64(q[b:b + 1].cpu(), kc[b:b + 1, :n].cpu(), kc[b:b + 1, :n].cpu())
+                              for b, n in enumerate((37, 200))])
+        check(out, ref, f"decode {dim}")
+        pool, table = kc.reshape(2 * 25, 8, 2, dim), torch.arange(50, dtype=torch.int32, device="cuda").flip(0)
+        out = xopsaot.flash_attn_with_kvcache(q, pool, pool, cache_seqlens=lengths, block_table=table.view(2, 25),
+                                              num_splits=1)
+        pages = pool.cpu()[table.view(2, 25).long().cpu()].reshape(2, 200, 2, dim)
+        ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
+                              for b, n in enumerate((37, 200))])
+        check(out, ref, f"paged decode {dim}")
+print(json.dumps({"used": used, "errors": errors}))
+"""
+
+
+@pytest.mark.gpu
+def test_autotune_alternates_compute_the_same(rng, tmp_path):
+    """Every alternate compiled for this GPU, forced through an autotune cache file that names it as the choice of
+    its bucket (XOPSAOT_AUTOTUNE=1 in a subprocess), against the float64 reference."""
+    import os
+    import subprocess
+    import sys
+
+    manifest = _library.manifest()
+    device = xopsaot.info()["devices"][0]
+    archs = [a for a in manifest["archs"] if a.rstrip("a") == device["arch"]]
+    alternates = [v for v in manifest["variants"] if v["alternate_of"] is not None and v["arch"] in archs]
+    if not alternates:
+        pytest.skip("no alternates compiled for this GPU")
+    by_index = {v["index"]: v for v in manifest["variants"]}
+    cache = tmp_path / "autotune.tsv"
+    cache.write_text("".join(
+        f"{device['name']}\t{by_index[v['alternate_of']]['label']}\t{v['when']}\t{v['label']}\n" for v in alternates
+    ))  # fmt: skip
+    env = {**os.environ, "XOPSAOT_AUTOTUNE": "1", "XOPSAOT_AUTOTUNE_CACHE": str(cache)}
+    seed = str(rng.integers(1 << 31))
+    tests_dir = str(Path(__file__).parent)
+    result = subprocess.run([sys.executable, "-c", ALTERNATES_RUN, tests_dir, seed], env=env, capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    for what, error, finite in report["errors"]:
+        assert finite and error < 2e-2, f"{what}: relative error {error:.2e}"
+    assert {v["index"] for v in alternates} <= set(report["used"]), "an alternate was never launched"
+
+
 @pytest.mark.gpu
 def test_every_attention_variant_was_checked(request):
     """After the tests above (file order): each attn_fwd, attn_fwd_tma and attn_combine variant compiled for this
@@ -359,7 +547,9 @@ def test_every_attention_variant_was_checked(request):
     wanted = {
         v["index"]
         for v in manifest["variants"]
-        if v["arch"] == archs[0] and v["kernel"] in ("attn_fwd", "attn_fwd_tma", "attn_combine")
+        if v["arch"] == archs[0]
+        and v["kernel"] in ("attn_fwd", "attn_fwd_tma", "attn_combine")
+        and v["alternate_of"] is None  # test_autotune_alternates_compute_the_same runs those
     }
     missing = wanted - GPU_USED
     labels = [(v["kernel"], v["dtypes"], v["constexprs"]) for v in manifest["variants"] if v["index"] in missing]

@@ -53,6 +53,7 @@ if fake is not None:
     fake.fake_cuda_launch.restype = ctypes.POINTER(Launch)
     fake.fake_cuda_make_current.restype = ctypes.c_ulonglong
     fake.fake_cuda_set_capturing.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    fake.fake_cuda_set_cost.argtypes = [ctypes.c_void_p, ctypes.c_double]
 MANIFEST = _library.manifest()
 BY_ADDRESS = {}
 for v in MANIFEST["variants"]:
@@ -184,7 +185,7 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
     r = scenario(
         fake_driver,
         f"""
-        fake.fake_cuda_expect_params(50)
+        fake.fake_cuda_expect_params(51)
         q = tensor((2, 300, 8, 128), ptr={A})
         k = tensor((2, 77, 2, 128), ptr={B}, strides=(2 * 77 * 128, 128, 77 * 128, 1))  # heads-major: no TMA path
         out = tensor((2, 300, 8, 128), ptr={C})
@@ -207,7 +208,8 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
     assert p[30:36] == [300, 77, 128, 8, 4, 1] and p[36:43] == [0] * 7
     assert p[43:46] == [1 << 30, 0, 0]  # window: unlimited left, causal right; no lse
     assert abs(p[46] - 0.125 * 1.4426950408889634) < 1e-6 and p[47] == 0  # softmax_scale * log2(e); no softcap
-    assert p[48:50] == [0, 0]  # hidden scratch arguments
+    assert p[48] == 1.0  # v_scale: 16-bit keys and values
+    assert p[49:51] == [0, 0]  # hidden scratch arguments
 
 
 @needs_sm90
@@ -256,7 +258,7 @@ def test_variants_must_fit_the_shared_memory(fake_driver, optin):
     """,
         FAKE_CUDA_SMEM_OPTIN=str(optin),
     )
-    variants = [v for v in _library.manifest()["variants"] if v["arch"] == "sm_90a"]
+    variants = [v for v in _library.manifest()["variants"] if v["arch"] == "sm_90a" and v["alternate_of"] is None]
     assert r["preload"] is None and r["loads"] == sum(v["shared"] <= optin for v in variants)
     keys = {"BLOCK_D": 128, "PAGED": False, "SOFTCAP": False, "ALIBI": False}
     sm90 = [  # the variants that could serve this call (64 rows: not the decode config)
@@ -264,7 +266,7 @@ def test_variants_must_fit_the_shared_memory(fake_driver, optin):
         for v in variants
         if v["kernel"] == "attn_fwd"
         and v["keys"] == keys
-        and v["dtypes"] == {"T": "float16"}
+        and v["dtypes"] == {"T": "float16", "KV": "float16"}
         and v["constexprs"]["BLOCK_M"] > 16
     ]
     if any(v["shared"] <= optin for v in sm90):
@@ -398,9 +400,80 @@ def test_graph_capture_needs_preload(fake_driver):
     )
     assert r["before"][2] == "CAPTURE" and "xopsaot.preload()" in r["before"][1]
     assert r["loads_during_capture"] == 0 and r["violations"] == 0
-    sm90 = sum(v["arch"] == "sm_90a" for v in _library.manifest()["variants"])
-    assert r["loads"] == sm90  # preload loaded every binary for the device
+    sm90 = sum(v["arch"] == "sm_90a" and v["alternate_of"] is None for v in _library.manifest()["variants"])
+    assert r["loads"] == sm90  # every binary for the device but the autotuning alternates
     assert r["after"] == [None, None] and r["loads_after"] == r["loads"]
+
+
+# ---- XOPSAOT_AUTOTUNE ----
+
+DECODE_CALL = """
+fake.fake_cuda_expect_params(51)
+ADDRESS = {v["index"]: a for a, v in BY_ADDRESS.items()}
+def decode_bucket():
+    for v in MANIFEST["variants"]:
+        if (v["kernel"] == "attn_fwd" and v["arch"] == "sm_90a" and v["when"] and v["alternate_of"] is None
+                and v["dtypes"] == {"T": "float16", "KV": "float16"}
+                and v["keys"] == {"BLOCK_D": 128, "PAGED": False, "SOFTCAP": False, "ALIBI": False}):
+            return v, [w for w in MANIFEST["variants"] if w["alternate_of"] == v["index"]]
+primary, alternates = decode_bucket()
+def decode_step(stream=0):
+    q = tensor((4, 1, 8, 128), ptr=0x7f0000000000)
+    k = tensor((4, 1024, 2, 128), ptr=0x7f0000100000, strides=(2 * 1024 * 128, 128, 1024 * 128, 1))  # no TMA
+    fake.fake_cuda_reset()
+    _library.call("xopsaot_flash_attn", (q, k, k, q, None, None), options(0.1, splits=1), stream)
+    return [l["variant"]["index"] for l in launches()]
+"""
+
+
+@needs_sm90
+@pytest.mark.parametrize("faster", ["alternate", "primary"])
+def test_autotune_times_the_candidates_once_and_remembers_on_disk(fake_driver, tmp_path, faster):
+    """With XOPSAOT_AUTOTUNE=1 the first call of a bucket times the table's config and its alternates (the fake
+    clock charges each module its cost), launches the fastest, and appends the choice to the cache file; a new
+    process reads the file and launches the choice without timing anything."""
+    cache = tmp_path / "autotune.tsv"
+    env = {"XOPSAOT_AUTOTUNE": "1", "XOPSAOT_AUTOTUNE_CACHE": str(cache)}
+    body = DECODE_CALL + textwrap.dedent(f"""
+    costs = {{"alternate": 0.25, "primary": 4.0}}["{faster}"]
+    for w in alternates:
+        fake.fake_cuda_set_cost(ADDRESS[w["index"]], costs)
+    emit(primary=primary, alternates=[w["index"] for w in alternates], first=decode_step(), again=decode_step())
+    """)
+    r = scenario(fake_driver, body, **env)
+    (alternate,) = r["alternates"]  # the table gives this bucket one alternate
+    best = alternate if faster == "alternate" else r["primary"]["index"]
+    # a warm-up and three windows of four launches per candidate, then the call itself
+    assert r["first"] == [r["primary"]["index"]] * 13 + [alternate] * 13 + [best]
+    assert r["again"] == [best]
+    (line,) = cache.read_text().splitlines()
+    labels = {v["index"]: v for v in _library.manifest()["variants"]}
+    assert line.split("\t")[1:] == [r["primary"]["label"], r["primary"]["when"], labels[best]["label"]]
+    report = "emit(first=decode_step(), cache=xopsaot.info()['autotune_cache'])"
+    later = scenario(fake_driver, DECODE_CALL + report, **env)
+    assert later == {"first": [best], "cache": str(cache)}
+    untuned = scenario(fake_driver, DECODE_CALL + report, XOPSAOT_AUTOTUNE_CACHE=str(cache))
+    assert untuned == {"first": [r["primary"]["index"]], "cache": None}  # without XOPSAOT_AUTOTUNE the table decides
+
+
+@needs_sm90
+def test_autotune_waits_while_a_graph_is_captured(fake_driver, tmp_path):
+    """An untuned bucket met during capture launches the table's config (timing would synchronize the capture);
+    the first call after capture tunes it. Preload loads the alternates too."""
+    cache = tmp_path / "autotune.tsv"
+    body = DECODE_CALL + textwrap.dedent("""
+    xopsaot.preload(0)
+    loads = fake.fake_cuda_load_count()
+    fake.fake_cuda_set_capturing(0x5000, 1)
+    captured = decode_step(0x5000)
+    fake.fake_cuda_set_capturing(0x5000, 0)
+    emit(loads=loads, captured=captured, after=len(decode_step(0x5000)), primary=primary["index"],
+         violations=fake.fake_cuda_capture_violations())
+    """)
+    r = scenario(fake_driver, body, XOPSAOT_AUTOTUNE="1", XOPSAOT_AUTOTUNE_CACHE=str(cache))
+    assert r["loads"] == sum(v["arch"] == "sm_90a" for v in _library.manifest()["variants"])
+    assert r["captured"] == [r["primary"]] and r["violations"] == 0
+    assert r["after"] == 27 and len(cache.read_text().splitlines()) == 1
 
 
 # ---- argument validation in the C layer: no driver needed ----
@@ -523,6 +596,7 @@ def test_replayed_calls_patch_only_the_data_pointers(fake_driver):
         plans = len(_plans.plans)
         xopsaot.rms_norm(torch.randn(4, 128, dtype=torch.float16)[:, :64], w)  # row-strided: a new signature
         xopsaot.rms_norm(x[0].T.contiguous().T, w)  # needs a contiguous copy: not recorded
+        fake.fake_cuda_expect_params(0)  # softmax's kernel takes fewer than rms_norm's 11 parameters
         xopsaot.softmax(x[0], 0)  # moves an axis: never recorded
         xopsaot.softmax(x[0], 0)
         emit(launches=launches(), plans=plans, plans_after=len(_plans.plans),

@@ -38,6 +38,36 @@ static xopsaot_status check_half(const attn_problem *p, const xopsaot_tensor *t,
   return XOPSAOT_SUCCESS;
 }
 
+/* A cache holds q's dtype or fp8 e4m3; k_cache and v_cache agree. */
+static xopsaot_status check_cache(const attn_problem *p, const xopsaot_tensor *t, const char *name) {
+  if (!t || t->dtype != XOPSAOT_FLOAT8_E4M3) return check_half(p, t, name, 4);
+  XO_TRY(xo_check_tensor(t, p->op, name, 4));
+  XO_TRY(xo_check_last_dim_contiguous(t, p->op, name));
+  XO_TRY(xo_check_same_device(p->q, t, p->op, "q", name));
+  for (int i = 0; i < 3; ++i)
+    if (t->strides[i] % 8 || t->strides[i] < 0)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                     "%s: %s.stride(%d) is %lld; strides must be non-negative multiples of 8 elements", p->op, name,
+                     i, (long long)t->strides[i]);
+  if ((uintptr_t)t->data % 16)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: %s's data must be 16-byte aligned", p->op, name);
+  return XOPSAOT_SUCCESS;
+}
+
+/* The scales of an fp8 cache (0 reads as 1); a 16-bit cache takes none. */
+static xopsaot_status cache_scales(const attn_problem *p, const xopsaot_attention_options *o, float *k_scale,
+                                   float *v_scale) {
+  *k_scale = o->k_scale == 0 ? 1.0f : o->k_scale;
+  *v_scale = o->v_scale == 0 ? 1.0f : o->v_scale;
+  if (!(*k_scale > 0) || !(*v_scale > 0) || !isfinite(*k_scale) || !isfinite(*v_scale))
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k_scale and v_scale must be finite and > 0, got %g and %g",
+                   p->op, o->k_scale, o->v_scale);
+  if (p->k->dtype != XOPSAOT_FLOAT8_E4M3 && (*k_scale != 1.0f || *v_scale != 1.0f))
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k_scale and v_scale apply to an fp8 cache, not to %s", p->op,
+                   xo_dtype_name(p->k->dtype));
+  return XOPSAOT_SUCCESS;
+}
+
 static xopsaot_status check_int32(const attn_problem *p, const xopsaot_tensor *t, const char *name, int ndim) {
   XO_TRY(xo_check_tensor(t, p->op, name, ndim));
   XO_TRY(xo_check_dtype(t, XOPSAOT_INT32, p->op, name));
@@ -117,7 +147,8 @@ static int choose_splits(const attn_problem *p, int sm_count) {
 /* Whether the problem fits attn_fwd_tma (Hopper, prefill): dense or packed q/k/v whose heads sit side by side
  * (2-D views of tokens x heads * headdim), headdim equal to a tile width, no paged cache, softcap or ALiBi. */
 static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options *o) {
-  if (p->block_table || p->seqused_k || p->alibi || o->softcap > 0 || (p->head_dim != 64 && p->head_dim != 128))
+  if (p->block_table || p->seqused_k || p->alibi || o->softcap > 0 || (p->head_dim != 64 && p->head_dim != 128) ||
+      p->k->dtype != p->q->dtype)
     return 0;
   const xopsaot_tensor *all[] = {p->q, p->k, p->v};
   const int64_t seqlen[] = {p->seqlen_q, p->seqlen_k, p->seqlen_k};
@@ -167,6 +198,13 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   XO_TRY(check_dims(p));
   XO_TRY(check_extras(p));
   XO_TRY(xo_require_key(&xk_attn_fwd, XK_ATTN_FWD_KEY_T, p->q->dtype, "flash_attn: dtype"));
+  float k_scale, v_scale;
+  XO_TRY(cache_scales(p, o, &k_scale, &v_scale));
+  const int fp8 = p->k->dtype == XOPSAOT_FLOAT8_E4M3;
+  if (fp8 && o->softcap > 0)
+    return xo_fail(XOPSAOT_ERROR_UNSUPPORTED, "%s: softcap with an fp8 cache is not compiled (use a 16-bit cache)",
+                   p->op);
+  const float fp8_unit = 256.0f; /* the kernel decodes e4m3 as value * 2^-8 (_from_e4m3) */
   if (p->batch == 0 || p->seqlen_q == 0 || p->heads == 0) return XOPSAOT_SUCCESS;
 
   const int32_t block_d = block_d_for(p->head_dim);
@@ -224,11 +262,13 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
       .page_size = (int32_t)p->page_size, .n_pages = (int32_t)p->n_pages, .max_pages = (int32_t)p->max_pages,
       .window_left = window_left, .window_right = window_right,
       .write_lse = p->lse != NULL,
-      .qk_scale = softcap ? o->softmax_scale / o->softcap : o->softmax_scale * log2e,
+      .qk_scale = (softcap ? o->softmax_scale / o->softcap : o->softmax_scale * log2e) *
+                  (fp8 ? k_scale * fp8_unit : 1.0f),
       .softcap_log2e = softcap ? o->softcap * log2e : 0.0f,
+      .v_scale = fp8 ? v_scale * fp8_unit : 1.0f,
       .batch = (int32_t)p->batch, .heads_k = (int32_t)p->heads_k,
   };
-  xk_attn_fwd_keys keys = {p->q->dtype, block_d, paged, softcap, p->alibi != NULL};
+  xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap, p->alibi != NULL};
   xopsaot_status st = xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
   if (!st && splits > 1) {
     xk_attn_combine_args c = {
@@ -308,11 +348,13 @@ xopsaot_status xopsaot_flash_attn_with_kvcache(const xopsaot_tensor *q, const xo
   attn_problem p = {.op = "flash_attn_with_kvcache", .q = q, .k = k_cache, .v = v_cache, .out = out, .lse = lse,
                     .seqused_k = cache_seqlens, .block_table = block_table};
   XO_TRY(check_half(&p, q, "q", 4));
-  XO_TRY(check_half(&p, k_cache, "k_cache", 4));
-  XO_TRY(check_half(&p, v_cache, "v_cache", 4));
+  XO_TRY(check_cache(&p, k_cache, "k_cache"));
+  XO_TRY(check_cache(&p, v_cache, "v_cache"));
   XO_TRY(check_half(&p, out, "out", 4));
   XO_TRY(xo_check_same_shape(q, out, p.op, "q", "out"));
   XO_TRY(xo_check_same_shape(k_cache, v_cache, p.op, "k_cache", "v_cache"));
+  XO_TRY(xo_check_dtype(v_cache, k_cache->dtype, p.op, "v_cache"));
+  if (!options) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: options is NULL", p.op);
   p.batch = q->shape[0], p.seqlen_q = q->shape[1], p.heads = q->shape[2], p.head_dim = q->shape[3];
   p.heads_k = k_cache->shape[2];
   if (k_cache->shape[3] != p.head_dim)
@@ -359,6 +401,8 @@ xopsaot_status xopsaot_flash_attn_with_kvcache(const xopsaot_tensor *q, const xo
                      (long long)k->shape[1], (long long)p.seqlen_k);
     p.seqlen_k_new = k->shape[1];
     if (p.seqlen_k_new > 0 && p.batch > 0) {
+      float k_scale, v_scale;
+      XO_TRY(cache_scales(&p, options, &k_scale, &v_scale));
       int64_t ks[3], vs[3];
       seq_strides(k, 0, ks), seq_strides(v, 0, vs);
       xk_kv_append_args a = {
@@ -372,9 +416,10 @@ xopsaot_status xopsaot_flash_attn_with_kvcache(const xopsaot_tensor *q, const xo
           .head_dim = (int32_t)p.head_dim, .paged = block_table != NULL,
           .page_size = (int32_t)p.page_size, .n_pages = (int32_t)p.n_pages, .max_pages = (int32_t)p.max_pages,
           .capacity = p.seqlen_k,
+          .k_inv_scale = 1.0f / k_scale, .v_inv_scale = 1.0f / v_scale,
           .seqlen_new = (int32_t)p.seqlen_k_new, .heads_k = (int32_t)p.heads_k, .batch = (int32_t)p.batch,
       };
-      xk_kv_append_keys keys = {q->dtype, block_d_for(p.head_dim)};
+      xk_kv_append_keys keys = {q->dtype, k_cache->dtype, block_d_for(p.head_dim)};
       XO_TRY(xo_launch(&xk_kv_append, &keys.T, &a, q->device, stream));
     }
   }

@@ -87,7 +87,7 @@ class Framework:
         raise NotImplementedError
 
     def to_host(self, x) -> np.ndarray:
-        """The values as a NumPy array (bfloat16 widened to float32)."""
+        """The values as a NumPy array (bfloat16 widened to float32; fp8 e4m3 as its raw bytes, uint8)."""
         raise NotImplementedError
 
     def from_host(self, array: np.ndarray, dtype: str, device: Optional[int]):
@@ -101,7 +101,8 @@ class Framework:
         raise NotImplementedError
 
     def assign(self, x, array: np.ndarray) -> None:
-        """Write host values into array x in place (ops that document an in-place update, on the CPU path)."""
+        """Write host values into array x in place (ops that document an in-place update, on the CPU path); an
+        fp8 array takes raw bytes."""
         raise TypeError(f"{self.name} arrays cannot be updated in place")
 
     def capturing(self, device: int) -> bool:
@@ -120,13 +121,18 @@ class NumpyFramework(Framework):
         return np.ascontiguousarray(x)
 
     def to_host(self, x):
+        if x.dtype.name == "float8_e4m3fn":  # ml_dtypes' fp8
+            return x.view(np.uint8)
         return x.astype(np.float32) if x.dtype.name == "bfloat16" else x
 
     def pad_last(self, x, extra):
         return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, extra)])
 
     def assign(self, x, array):
-        x[...] = self.from_host(array, numpy_dtype_name(x.dtype), None)
+        if x.dtype.name == "float8_e4m3fn":
+            x.view(np.uint8)[...] = array
+        else:
+            x[...] = self.from_host(array, numpy_dtype_name(x.dtype), None)
 
     def from_host(self, array, dtype, device):
         if dtype == "bfloat16":
@@ -151,6 +157,8 @@ class TorchFramework(Framework):
             torch.int32: "int32",
             torch.int64: "int64",
         }
+        if hasattr(torch, "float8_e4m3fn"):
+            self.names[torch.float8_e4m3fn] = "float8_e4m3fn"
         self.dtypes = {v: k for k, v in self.names.items()}
         self.devices: dict[int, Any] = {}
         self.contiguous_format = torch.contiguous_format
@@ -199,6 +207,8 @@ class TorchFramework(Framework):
         t = t.detach().cpu()
         if t.dtype == self.torch.bfloat16:
             t = t.float()
+        elif self.names.get(t.dtype) == "float8_e4m3fn":
+            t = t.view(self.torch.uint8)
         return t.numpy()
 
     def from_host(self, array, dtype, device):
@@ -209,6 +219,8 @@ class TorchFramework(Framework):
         return self.torch.nn.functional.pad(t, (0, extra))
 
     def assign(self, t, array):
+        if self.names.get(t.dtype) == "float8_e4m3fn":
+            t = t.view(self.torch.uint8)
         with self.torch.no_grad():
             t.copy_(self.torch.from_numpy(np.array(array, order="C")))
 

@@ -10,7 +10,8 @@ from ._registry import ops
 
 def info() -> dict[str, Any]:
     """What this installation can do: version, backend ("cuda" or "cpu") and why, the compiled archs, the
-    devices and whether binaries serve them, every compiled variant (from the manifest), the library path."""
+    devices and whether binaries serve them, every compiled variant (from the manifest), the library path, and
+    where XOPSAOT_AUTOTUNE=1 keeps its choices ("autotune_cache", None when off)."""
     from . import __version__
 
     result: dict[str, Any] = {
@@ -23,6 +24,7 @@ def info() -> dict[str, Any]:
         "ops": ops(),
         "library": None,
         "triton_version": None,
+        "autotune_cache": None,
     }
     try:
         _library.library()
@@ -35,6 +37,7 @@ def info() -> dict[str, Any]:
         archs=manifest["archs"],
         variants=manifest["variants"],
         triton_version=manifest["triton_version"],
+        autotune_cache=_library.autotune_cache(),
     )
     count, driver_problem = _library.device_count()
     for index in range(count):

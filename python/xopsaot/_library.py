@@ -29,7 +29,7 @@ STATUS_NAMES = [
 ]
 
 # xopsaot_dtype codes of the dtypes the ops take
-DTYPE_CODES = {"float16": 1, "bfloat16": 2, "float32": 3, "float64": 4, "int32": 7, "int64": 8}
+DTYPE_CODES = {"float16": 1, "bfloat16": 2, "float32": 3, "float64": 4, "int32": 7, "int64": 8, "float8_e4m3fn": 11}
 
 MAX_NDIM = 8
 MAX_DESCRIPTORS = 16  # tensors one C call takes, at most (flash_attn_with_kvcache: 9)
@@ -63,6 +63,8 @@ class AttentionOptions(ctypes.Structure):
         ("window_right", ctypes.c_int),
         ("softcap", ctypes.c_float),
         ("num_splits", ctypes.c_int),
+        ("k_scale", ctypes.c_float),
+        ("v_scale", ctypes.c_float),
     ]
 
 
@@ -101,6 +103,8 @@ def library() -> ctypes.CDLL:
     lib.xopsaot_last_error.argtypes = []
     lib.xopsaot_built_archs.restype = ctypes.c_char_p
     lib.xopsaot_built_archs.argtypes = []
+    lib.xopsaot_autotune_cache.restype = ctypes.c_char_p
+    lib.xopsaot_autotune_cache.argtypes = []
     return lib
 
 
@@ -201,6 +205,12 @@ def variant_binary(index: int) -> bytes:
 def last_variant() -> int:
     """Index (in the manifest) of the variant this thread's last GPU op selected; -1 if none."""
     return library().xopsaot_last_variant()
+
+
+def autotune_cache() -> Optional[str]:
+    """The file XOPSAOT_AUTOTUNE=1 remembers its choices in; None when autotuning is off."""
+    path = library().xopsaot_autotune_cache()
+    return None if path is None else path.decode()
 
 
 def preload(device: int) -> None:

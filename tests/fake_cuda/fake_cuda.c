@@ -7,7 +7,8 @@
  *
  * Configuration (environment): FAKE_CUDA_DEVICES="90,86" compute capabilities (default "90");
  * FAKE_CUDA_SMEM_OPTIN (default 232448); FAKE_CUDA_INIT_ERROR (a CUresult for cuInit);
- * FAKE_CUDA_FAIL=<entry point name> makes that entry point fail with CUDA_ERROR_INVALID_IMAGE (200). */
+ * FAKE_CUDA_FAIL=<entry point name> makes that entry point fail with CUDA_ERROR_INVALID_IMAGE (200).
+ * Events read a fake clock that each launch advances by its module's cost (1 ms unless fake_cuda_set_cost). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,6 +68,9 @@ static unsigned long long next_ctx_id = 100;
 static fake_launch launches[MAX_LAUNCHES];
 static int n_launches, n_loads, n_allocs, n_frees, n_capture_violations, expected_params;
 static void *capturing[16];
+static double clock_ms;
+static struct { const void *image; double ms; } costs[64];
+static int n_costs;
 static __thread fake_ctx *stack[16];
 static __thread int depth;
 
@@ -282,6 +286,10 @@ static CUresult record(fake_function *f, const unsigned grid[3], const unsigned 
   if (!depth || f->module->ctx != stack[depth - 1]) return ERR_INVALID_CONTEXT; /* wrong context */
   if ((int)smem > f->max_dynamic_smem) return ERR_INVALID_VALUE;              /* no opt-in */
   pthread_mutex_lock(&lock);
+  double cost = 1.0;
+  for (int i = 0; i < n_costs; ++i)
+    if (costs[i].image == f->module->image) cost = costs[i].ms;
+  clock_ms += cost;
   if (n_launches < MAX_LAUNCHES) {
     fake_launch *l = &launches[n_launches++];
     memset(l, 0, sizeof *l);
@@ -323,7 +331,47 @@ CUresult cuLaunchKernelEx(const fake_launch_config *c, fake_function *f, void **
   return record(f, c->grid, c->block, c->smem, cluster, c->stream, params);
 }
 
+typedef struct fake_event {
+  double at;
+} fake_event;
+
+CUresult cuEventCreate(fake_event **event, unsigned flags) {
+  (void)flags;
+  if (failing("cuEventCreate")) return ERR_INVALID_IMAGE;
+  *event = calloc(1, sizeof **event);
+  return *event ? OK : ERR_INVALID_VALUE;
+}
+
+CUresult cuEventRecord(fake_event *event, void *stream) {
+  (void)stream;
+  if (!depth) return ERR_INVALID_CONTEXT;
+  pthread_mutex_lock(&lock);
+  event->at = clock_ms;
+  pthread_mutex_unlock(&lock);
+  return OK;
+}
+
+CUresult cuEventSynchronize(fake_event *event) { return event ? OK : ERR_INVALID_HANDLE; }
+
+CUresult cuEventElapsedTime(float *ms, fake_event *start, fake_event *end) {
+  *ms = (float)(end->at - start->at);
+  return OK;
+}
+
+CUresult cuEventDestroy_v2(fake_event *event) {
+  free(event);
+  return OK;
+}
+
 /* ---- test controls ---- */
+void fake_cuda_set_cost(const void *image, double ms) {
+  pthread_mutex_lock(&lock);
+  if (n_costs < 64) {
+    costs[n_costs].image = image;
+    costs[n_costs++].ms = ms;
+  }
+  pthread_mutex_unlock(&lock);
+}
 void fake_cuda_expect_params(int n) { expected_params = n; }
 void fake_cuda_reset(void) {
   pthread_mutex_lock(&lock);

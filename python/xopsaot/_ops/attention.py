@@ -13,10 +13,12 @@ import numpy as np
 from .. import _checks as check
 from .._arrays import View
 from .._call import Call, resolve
+from .._fp8 import e4m3_to_float32, float32_to_e4m3
 from .._library import AttentionOptions
 from .._registry import register
 
 LAYOUT = "(batch, seqlen, heads, headdim)"
+FP8_CACHE = "float8_e4m3fn"
 MAX_HEAD_DIM = 256
 MAX_SPLITS = 128
 
@@ -158,8 +160,20 @@ def _ready_for_kernels(call: Call, view: View, pad: int) -> View:
     return view if _kernels_take(view) else call.contiguous(view)
 
 
-def _launch_options(scale: float, window: tuple[int, int], softcap: float, num_splits: int = 0) -> AttentionOptions:
-    return AttentionOptions(scale, 0, window[0], window[1], softcap, num_splits)
+def _launch_options(
+    scale: float, window: tuple[int, int], softcap: float, num_splits: int = 0, kv_scales=(1.0, 1.0)
+) -> AttentionOptions:
+    return AttentionOptions(scale, 0, window[0], window[1], softcap, num_splits, *kv_scales)
+
+
+def _cache_scales(op: str, cache_dtype: str, k_scale: Any, v_scale: Any) -> tuple[float, float]:
+    """The per-tensor scales of an fp8 cache; a 16-bit cache takes none."""
+    scales = tuple(check.finite_float(op, name, value) for name, value in (("k_scale", k_scale), ("v_scale", v_scale)))
+    if min(scales) <= 0:
+        raise ValueError(f"{op}: k_scale and v_scale must be > 0, got {scales[0]} and {scales[1]}")
+    if cache_dtype != FP8_CACHE and scales != (1.0, 1.0):
+        raise ValueError(f"{op}: k_scale and v_scale apply to an {FP8_CACHE} cache, not to {cache_dtype}")
+    return scales
 
 
 def _validate_on_host(call: Call) -> bool:
@@ -357,6 +371,8 @@ def flash_attn_with_kvcache(
     softcap: float = 0.0,
     num_splits: int = 0,
     return_lse: bool = False,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
     *,
     validate: bool = True,
     backend: Optional[str] = None,
@@ -366,6 +382,8 @@ def flash_attn_with_kvcache(
     int32. cache_seqlens (int or (batch,) int32): tokens already cached (default: the whole cache). New k/v
     (batch, seqlen_new, heads_k, headdim) are written into the cache in place at cache_seqlens[b] before
     attending (the one in-place op). num_splits=0 chooses split-KV when batch x heads_k cannot fill the GPU.
+    The cache may be float8_e4m3fn with per-tensor scales (a cached x means x * k_scale or x * v_scale; new k/v
+    are stored as k / k_scale, rounded to nearest even and saturated at +-448); q, k, v stay 16-bit.
     validate=True copies cache_seqlens and block_table to the host to check them (skipped during graph capture);
     the kernels never touch memory outside the cache either way."""
     op = "flash_attn_with_kvcache"
@@ -379,7 +397,11 @@ def flash_attn_with_kvcache(
             check.ndim(op, name, view, (4,), LAYOUT)
     batch, seqlen_q, heads, dim = vq.shape
     _check_kv(op, vq.shape, vkc, vvc, batch_dim=False, names=("k_cache", "v_cache"))
-    check.same_dtype(op, ("q", vq), ("k_cache", vkc), ("v_cache", vvc), ("k", vk), ("v", vv))
+    check.same_dtype(op, ("q", vq), ("k", vk), ("v", vv))
+    check.same_dtype(op, ("k_cache", vkc), ("v_cache", vvc))
+    if vkc.dtype != FP8_CACHE:
+        check.same_dtype(op, ("q", vq), ("k_cache", vkc))
+    kv_scales = _cache_scales(op, vkc.dtype, k_scale, v_scale)
     heads_k = vkc.shape[2]
     paged = vbt is not None
     _index_tensor(op, "block_table", vbt, ndim=2)
@@ -425,15 +447,16 @@ def flash_attn_with_kvcache(
         hq = call.host(vq)
         out = np.zeros((batch, seqlen_q, heads, dim), np.float32)
         lse = np.zeros((batch, heads, seqlen_q), np.float32)
-        new_k = None if vk is None else call.host(vk)
-        new_v = None if vv is None else call.host(vv)
+        new_k = None if vk is None else _to_cache(call.host(vk), vkc.dtype, kv_scales[0])
+        new_v = None if vv is None else _to_cache(call.host(vv), vkc.dtype, kv_scales[1])
         for b in range(batch):
             rows = _cache_rows(b, int(lengths[b]) + seqlen_new, page_size, table)
             if new_k is not None:
                 write = rows[int(lengths[b]) :]
                 _put(hkc, b, write, new_k[b], paged)
                 _put(hvc, b, write, new_v[b], paged)
-            keys, values = _take(hkc, b, rows, paged), _take(hvc, b, rows, paged)
+            keys = _from_cache(_take(hkc, b, rows, paged), vkc.dtype, kv_scales[0])
+            values = _from_cache(_take(hvc, b, rows, paged), vkc.dtype, kv_scales[1])
             out[b], lse[b] = attend_reference(hq[b], keys, values, scale, window, cap)
         if new_k is not None:
             call.framework.assign(vkc.obj, hkc)
@@ -458,9 +481,20 @@ def flash_attn_with_kvcache(
     call.launch(
         "xopsaot_flash_attn_with_kvcache",
         (vq, vkc, vvc, vk, vv, vsl, vbt, out, lse),
-        _launch_options(scale, window, cap, int(num_splits)),
+        _launch_options(scale, window, cap, int(num_splits), kv_scales),
     )
     return _finish(out, lse, dim, return_lse)
+
+
+def _to_cache(values: np.ndarray, cache_dtype: str, scale: float) -> np.ndarray:
+    """New entries as the cache stores them: fp8 bytes of values * (1 / scale) in float32, as kv_append does."""
+    if cache_dtype != FP8_CACHE:
+        return values
+    return float32_to_e4m3(values.astype(np.float32) * (np.float32(1) / np.float32(scale)))
+
+
+def _from_cache(entries: np.ndarray, cache_dtype: str, scale: float) -> np.ndarray:
+    return e4m3_to_float32(entries) * np.float32(scale) if cache_dtype == FP8_CACHE else entries
 
 
 def _seqlens_like(q: Any, value: int, op: str) -> Any:
