@@ -405,6 +405,29 @@ def test_graph_capture_needs_preload(fake_driver):
     assert r["after"] == [None, None] and r["loads_after"] == r["loads"]
 
 
+@needs_sm90
+def test_split_kv_keeps_within_two_programs_per_multiprocessor(fake_driver):
+    """Automatic split-KV on the fake's 132 SMs: batch x 8 key heads decode programs, split into as many slices as
+    keep them within 264, each slice at least 256 keys; none when the batch fills the GPU."""
+    r = scenario(
+        fake_driver,
+        """
+        fake.fake_cuda_expect_params(0)
+        splits = {}
+        for batch, context in ((16, 4096), (4, 8192), (1, 32768), (2, 4096), (1, 1000), (32, 2048)):
+            q = tensor((batch, 1, 32, 128), ptr=0x7f0000000000)
+            k = tensor((batch, context, 8, 128), ptr=0x7f0000100000)
+            fake.fake_cuda_reset()
+            _library.call("xopsaot_flash_attn", (q, k, k, q, None, None), options(0.1, splits=0), 0)
+            first = launches()[0]
+            splits[f"{batch}x{context}"] = first["grid"][1] // 8 if first["variant"]["kernel"] == "attn_fwd" else "tma"
+        emit(**splits)
+    """,
+    )
+    # 32 x 2048 fills the GPU unsplit, so the dense layout goes to the TMA kernel
+    assert r == {"16x4096": 2, "4x8192": 8, "1x32768": 33, "2x4096": 16, "1x1000": 4, "32x2048": "tma"}
+
+
 # ---- XOPSAOT_AUTOTUNE ----
 
 DECODE_CALL = """
