@@ -381,44 +381,44 @@ static int autotune_on(void) {
   return value;
 }
 
-/* $XOPSAOT_AUTOTUNE_CACHE, else $XDG_CACHE_HOME/xopsaot/autotune.tsv, else ~/.cache/xopsaot/autotune.tsv;
- * the directories are created when `create`. 0 if there is no such place. */
-static int tune_cache_path(char *path, size_t size, int create) {
+/* The cache file, named once: $XOPSAOT_AUTOTUNE_CACHE, else $XDG_CACHE_HOME/xopsaot/autotune.tsv, else
+ * ~/.cache/xopsaot/autotune.tsv (whose directories a write creates). */
+static char tune_path[4096];
+static int tune_path_found, tune_path_is_default;
+
+static void name_tune_path(void) {
   const char *explicit_path = getenv("XOPSAOT_AUTOTUNE_CACHE");
-  if (explicit_path && *explicit_path) return snprintf(path, size, "%s", explicit_path) < (int)size;
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  int n;
-  if (xdg && *xdg)
-    n = snprintf(path, size, "%s/xopsaot", xdg);
-  else if (home && *home)
-    n = snprintf(path, size, "%s/.cache/xopsaot", home);
-  else
-    return 0;
-  if (n < 0 || (size_t)n + 16 >= size) return 0;
-  if (create) {
-    for (char *p = path + 1; *p; ++p)
-      if (*p == '/') {
-        *p = 0;
-        mkdir(path, 0755);
-        *p = '/';
-      }
-    mkdir(path, 0755);
+  if (explicit_path && *explicit_path) {
+    tune_path_found = snprintf(tune_path, sizeof tune_path, "%s", explicit_path) < (int)sizeof tune_path;
+    return;
   }
-  strcat(path, "/autotune.tsv");
-  return 1;
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  int n = -1;
+  if (xdg && *xdg)
+    n = snprintf(tune_path, sizeof tune_path, "%s/xopsaot/autotune.tsv", xdg);
+  else if (home && *home)
+    n = snprintf(tune_path, sizeof tune_path, "%s/.cache/xopsaot/autotune.tsv", home);
+  tune_path_found = tune_path_is_default = n > 0 && (size_t)n < sizeof tune_path;
 }
 
-static char autotune_path[4096];
-static int autotune_path_found;
-static void name_autotune_path(void) {
-  autotune_path_found = tune_cache_path(autotune_path, sizeof autotune_path, 0);
-}
-
-const char *xopsaot_autotune_cache(void) {
+static const char *tune_cache_file(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  if (!autotune_on()) return NULL;
-  pthread_once(&once, name_autotune_path);
-  return autotune_path_found ? autotune_path : NULL;
+  pthread_once(&once, name_tune_path);
+  return tune_path_found ? tune_path : NULL;
+}
+
+const char *xopsaot_autotune_cache(void) { return autotune_on() ? tune_cache_file() : NULL; }
+
+/* mkdir -p of the default cache file's directory. */
+static void make_tune_dirs(void) {
+  char dir[sizeof tune_path];
+  memcpy(dir, tune_path, sizeof dir);
+  for (char *p = dir + 1; *p; ++p)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(dir, 0755);
+      *p = '/';
+    }
 }
 
 static int find_variant(const char *label, const char *when, uint32_t primary) {
@@ -433,9 +433,10 @@ static int find_variant(const char *label, const char *when, uint32_t primary) {
 /* Lines: device name, primary label, its predicate, chosen label (tab-separated); later lines win. Entries of
  * other devices or builds are skipped. Called with d->tune_lock held. */
 static void read_tune_cache(xo_device *d) {
-  char path[4096], line[2048];
+  char line[2048];
   d->tune_cache_read = 1;
-  FILE *f = tune_cache_path(path, sizeof path, 0) ? fopen(path, "r") : NULL;
+  const char *path = tune_cache_file();
+  FILE *f = path ? fopen(path, "r") : NULL;
   if (!f) return;
   while (fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = 0;
@@ -456,10 +457,12 @@ static void read_tune_cache(xo_device *d) {
 }
 
 static void write_tune_cache(const xo_device *d, const xo_variant *primary, const xo_variant *chosen) {
-  char path[4096], line[2048];
+  char line[2048];
   int n = snprintf(line, sizeof line, "%s\t%s\t%s\t%s\n", d->props.name, primary->label, primary->when_text,
                    chosen->label);
-  if (n <= 0 || (size_t)n >= sizeof line || !tune_cache_path(path, sizeof path, 1)) return;
+  const char *path = tune_cache_file();
+  if (n <= 0 || (size_t)n >= sizeof line || !path) return;
+  if (tune_path_is_default) make_tune_dirs();
   FILE *f = fopen(path, "a"); /* one short append per line: concurrent processes do not interleave */
   if (!f) return;             /* a cache that cannot be written only costs a re-tune next time */
   fputs(line, f);

@@ -210,6 +210,14 @@ def to_where(a, dtype, where):
     return torch.from_numpy(a).to(getattr(torch, dtype)).cuda()
 
 
+def sequence_slots(b: int, length: int, new: int, table, page: int):
+    """Cache indices of sequence b's first length + new tokens (rows of the contiguous cache, or (page, slot) through
+    the block table), and those of the new tokens among them."""
+    pos = np.arange(length + new)
+    rows = (np.full(pos.size, b), pos) if table is None else (table[b, pos // page], pos % page)
+    return rows, tuple(r[length:] for r in rows)
+
+
 KV_CASES = {  # seqlen_q, new tokens, options
     "decode": (1, 0, {}),
     "decode_append": (1, 1, {}),
@@ -257,11 +265,8 @@ def test_flash_attn_with_kvcache(request, rng, where, layout, case):
         expect = [c.copy() for c in before]
         hq = host(q)
         for b in range(batch):
-            start, n = int(lengths[b]), int(lengths[b]) + new
-            pos = np.arange(n)
-            rows = (np.full(n, b), pos) if table is None else (table[b, pos // page], pos % page)
+            rows, fresh = sequence_slots(b, int(lengths[b]), new, table, page)
             if new:
-                fresh = tuple(r[start:] for r in rows)
                 expect[0][fresh], expect[1][fresh] = host(extra["k"])[b], host(extra["v"])[b]
             ref, ref_lse = attention64(
                 hq[b : b + 1], expect[0][rows][None], expect[1][rows][None], options.get("causal", False), None,
@@ -343,12 +348,9 @@ def test_fp8_cache(request, rng, where, layout, case):
         expect = [c.copy() for c in before]
         hq = host(q)
         for b in range(batch):
-            start, n = int(lengths[b]), int(lengths[b]) + new
-            pos = np.arange(n)
-            rows = (np.full(n, b), pos) if table is None else (table[b, pos // page], pos % page)
+            rows, fresh = sequence_slots(b, int(lengths[b]), new, table, page)
             if new:
-                slots = tuple(r[start:] for r in rows)
-                expect[0][slots], expect[1][slots] = fp8_bytes(fresh_k)[b], fp8_bytes(fresh_v)[b]
+                expect[0][fresh], expect[1][fresh] = fp8_bytes(fresh_k)[b], fp8_bytes(fresh_v)[b]
             keys = fp8_values(fp8_like(expect[0], kc))[rows] * k_scale
             values = fp8_values(fp8_like(expect[1], vc))[rows] * v_scale
             ref, ref_lse = attention64(

@@ -480,6 +480,16 @@ def test_autotune_times_the_candidates_once_and_remembers_on_disk(fake_driver, t
 
 
 @needs_sm90
+def test_autotune_cache_defaults_to_the_xdg_cache_directory(fake_driver, tmp_path):
+    """Without XOPSAOT_AUTOTUNE_CACHE the choices go to $XDG_CACHE_HOME/xopsaot/autotune.tsv, directories created."""
+    base = tmp_path / "not" / "yet"
+    env = {"XOPSAOT_AUTOTUNE": "1", "XOPSAOT_AUTOTUNE_CACHE": "", "XDG_CACHE_HOME": str(base)}
+    r = scenario(fake_driver, DECODE_CALL + "emit(cache=xopsaot.info()['autotune_cache'], n=len(decode_step()))", **env)
+    path = base / "xopsaot" / "autotune.tsv"
+    assert r == {"cache": str(path), "n": 27} and len(path.read_text().splitlines()) == 1
+
+
+@needs_sm90
 def test_autotune_waits_while_a_graph_is_captured(fake_driver, tmp_path):
     """An untuned bucket met during capture launches the table's config (timing would synchronize the capture);
     the first call after capture tunes it. Preload loads the alternates too."""

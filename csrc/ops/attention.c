@@ -22,11 +22,13 @@ typedef struct attn_problem {
   int varlen;
 } attn_problem;
 
-/* q is checked first, so p->q is valid by the time other tensors are compared with it. */
-static xopsaot_status check_half(const attn_problem *p, const xopsaot_tensor *t, const char *name, int ndim) {
+/* A tensor the kernels read: ndim dims of `dtype`, on q's device, last dim contiguous, other strides multiples of
+ * 8 elements, data 16-byte aligned. q is checked first, so p->q is valid by the time others are compared with it. */
+static xopsaot_status check_layout(const attn_problem *p, const xopsaot_tensor *t, const char *name, int ndim,
+                                   int32_t dtype) {
   XO_TRY(xo_check_tensor(t, p->op, name, ndim));
   XO_TRY(xo_check_last_dim_contiguous(t, p->op, name));
-  XO_TRY(xo_check_dtype(t, p->q->dtype, p->op, name));
+  XO_TRY(xo_check_dtype(t, dtype, p->op, name));
   XO_TRY(xo_check_same_device(p->q, t, p->op, "q", name));
   for (int i = 0; i < ndim - 1; ++i)
     if (t->strides[i] % 8 || t->strides[i] < 0)
@@ -38,20 +40,15 @@ static xopsaot_status check_half(const attn_problem *p, const xopsaot_tensor *t,
   return XOPSAOT_SUCCESS;
 }
 
+/* q, k, v, out: q's dtype (a NULL q fails check_layout's first check). */
+static xopsaot_status check_half(const attn_problem *p, const xopsaot_tensor *t, const char *name, int ndim) {
+  return check_layout(p, t, name, ndim, p->q ? p->q->dtype : 0);
+}
+
 /* A cache holds q's dtype or fp8 e4m3; k_cache and v_cache agree. */
 static xopsaot_status check_cache(const attn_problem *p, const xopsaot_tensor *t, const char *name) {
-  if (!t || t->dtype != XOPSAOT_FLOAT8_E4M3) return check_half(p, t, name, 4);
-  XO_TRY(xo_check_tensor(t, p->op, name, 4));
-  XO_TRY(xo_check_last_dim_contiguous(t, p->op, name));
-  XO_TRY(xo_check_same_device(p->q, t, p->op, "q", name));
-  for (int i = 0; i < 3; ++i)
-    if (t->strides[i] % 8 || t->strides[i] < 0)
-      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
-                     "%s: %s.stride(%d) is %lld; strides must be non-negative multiples of 8 elements", p->op, name,
-                     i, (long long)t->strides[i]);
-  if ((uintptr_t)t->data % 16)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: %s's data must be 16-byte aligned", p->op, name);
-  return XOPSAOT_SUCCESS;
+  const int fp8 = t && t->dtype == XOPSAOT_FLOAT8_E4M3;
+  return check_layout(p, t, name, 4, fp8 ? XOPSAOT_FLOAT8_E4M3 : p->q->dtype);
 }
 
 /* The scales of an fp8 cache (0 reads as 1); a 16-bit cache takes none. */
