@@ -150,6 +150,8 @@ def markdown(r: dict) -> str:
         f"torch {env['torch']}, CUDA {env['cuda']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with "
         f"Triton {env['xopsaot_built_with_triton']}). Copy bandwidth {r['copy_tbps']:.2f} TB/s.",
         "",
+        "Command: `python benchmarks/attention.py --out benchmarks/results`; raw numbers in the JSON beside this file.",
+        "",
         "## Prefill (bf16, TFLOP/s; causal counts half the FLOPs)",
         "",
         "| head dim | causal | seqlen | batch x heads | xopsaot | SDPA flash | SDPA cuDNN | vs flash |",

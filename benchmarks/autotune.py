@@ -88,6 +88,8 @@ def main() -> None:
         "ms per call in CUDA graphs; each column from its own process, the autotuned one starting from an empty",
         f"cache. {len(result['choices'])} buckets were timed; {len(changed)} chose an alternate over the table.",
         "",
+        "Command: `python benchmarks/autotune.py --out benchmarks/results`; raw numbers in the JSON beside this file.",
+        "",
         "| shape | table (ms) | autotuned (ms) | table / autotuned |",
         "|---|---|---|---|",
     ]

@@ -373,6 +373,20 @@ def fp8_like(raw: np.ndarray, like):
     return raw.view(pytest.importorskip("ml_dtypes").float8_e4m3fn)
 
 
+def test_fp8_codec_matches_ml_dtypes(rng):
+    """The CPU path's e4m3 conversions against ml_dtypes: all 256 codes decode alike (NaN where it has NaN), and
+    a million values across the range encode to the same bytes (round to nearest even)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from xopsaot._fp8 import e4m3_to_float32, float32_to_e4m3
+
+    codes = np.arange(256, dtype=np.uint8)
+    np.testing.assert_array_equal(e4m3_to_float32(codes), codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32))
+    values = (rng.standard_normal(1_000_000) * np.exp2(rng.integers(-12, 9, 1_000_000))).astype(np.float32)
+    values = values[np.abs(values) <= 448]  # ml_dtypes turns larger values into NaN; ours saturate (below)
+    np.testing.assert_array_equal(float32_to_e4m3(values), values.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+    np.testing.assert_array_equal(float32_to_e4m3(np.array([500.0, -1e4], np.float32)), [0x7E, 0xFE])
+
+
 @pytest.mark.parametrize("where", PATHS)
 def test_fp8_cache_bad_input(rng, where):
     q = arr(rng, (2, 1, 4, 64), "float16", where)
