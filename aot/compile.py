@@ -197,17 +197,19 @@ def compile_all(variants: list[Variant], cache: Cache, jobs: int, timeout: float
             results[i] = Compiled(variant, hit[0], hit[1], 0.0, True)
     log(f"aot: {len(variants)} variants, {len(variants) - len(misses)} cached, {len(misses)} to compile")
     if misses:
-        failures = _run_pool(variants, misses, jobs, timeout, results, log)
+
+        def store(i: int) -> None:  # as each result arrives, so an interrupted build keeps what it compiled
+            cache.put(keys[i], results[i].binary, results[i].metadata)
+
+        failures = _run_pool(variants, misses, jobs, timeout, results, log, store)
         if failures:
             raise RuntimeError("aot: compilation failed:\n" + "\n".join(failures))
-        for i in misses:
-            cache.put(keys[i], results[i].binary, results[i].metadata)
     for r in results:
         r.metadata["tool"] = tools[r.variant.target]
     return results
 
 
-def _run_pool(variants, indices, jobs, timeout, results, log) -> list[str]:
+def _run_pool(variants, indices, jobs, timeout, results, log, on_result) -> list[str]:
     ctx = mp.get_context("spawn")
     triton_cache = tempfile.mkdtemp(prefix="xopsaot-triton-")
     os.environ["TRITON_CACHE_DIR"] = triton_cache  # inherited by the workers; our cache replaces Triton's
@@ -252,6 +254,7 @@ def _run_pool(variants, indices, jobs, timeout, results, log) -> list[str]:
                 if ok:
                     binary, metadata = payload
                     results[job_id] = Compiled(variants[job_id], binary, metadata, time.time() - t0, False)
+                    on_result(job_id)
                 else:
                     failures.append(f"{variants[job_id].label()}:\n{payload}")
                 done += 1

@@ -314,6 +314,22 @@ def attn_fwd(
 
 
 @triton.jit
+def _online_softmax_scaled(acc, m_i, l_i, s, v, qk_scale, MASKED: tl.constexpr):
+    """_online_softmax for unscaled scores s (masked ones -inf) and qk_scale > 0: the scale folds into the
+    exponent's multiply-add, one multiply per score fewer in a loop bound by its per-score arithmetic."""
+    m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale)
+    if MASKED:
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
+    else:
+        m_safe = m_new
+    p = tl.math.exp2(s * qk_scale - m_safe[:, None])
+    alpha = tl.math.exp2(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, m_new, l_i
+
+
+@triton.jit
 def attn_fwd_tma(
     Q,
     K,
@@ -349,7 +365,7 @@ def attn_fwd_tma(
 ):
     """The common prefill case on Hopper: q, k, v read as 2-D views (tokens, heads * headdim) through tensor
     descriptors (TMA), one query head per program, head_dim == BLOCK_D, no softcap or ALiBi, one key slice.
-    Windows, causality, varlen and lse follow attn_fwd."""
+    Windows, causality, varlen and lse follow attn_fwd. qk_scale must be positive (_online_softmax_scaled)."""
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
     head = tl.program_id(1)
     batch = tl.program_id(2)
@@ -394,17 +410,16 @@ def attn_fwd_tma(
         start_n = tl.where(i < n_lead, begin + i * BLOCK_N, u_hi + (i - n_lead) * BLOCK_N)
         cols = start_n + tl.arange(0, BLOCK_N)
         k = desc_k.load([k_row + start_n, head_k * BLOCK_D])
-        s = _scores(q, k, cols, k_len, diag, window_left, window_right, zeros, qk_scale, 0.0, True, False, False)
+        s = _scores(q, k, cols, k_len, diag, window_left, window_right, zeros, 1.0, 0.0, True, False, False)
         # rows past this sequence belong to the next one: their scores are masked, their values zeroed
         v = desc_v.load([k_row + start_n, head_k * BLOCK_D])
         v = tl.where(cols[:, None] < k_len, v, 0.0)
-        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v)
+        acc, m_i, l_i = _online_softmax_scaled(acc, m_i, l_i, s, v, qk_scale, True)
     for start_n in range(u_lo, u_hi, BLOCK_N):
-        cols = start_n + tl.arange(0, BLOCK_N)
         k = desc_k.load([k_row + start_n, head_k * BLOCK_D])
-        s = _scores(q, k, cols, k_len, diag, window_left, window_right, zeros, qk_scale, 0.0, False, False, False)
+        s = tl.dot(q, tl.trans(k))
         v = desc_v.load([k_row + start_n, head_k * BLOCK_D])
-        acc, m_i, l_i = _online_softmax(acc, m_i, l_i, s, v)
+        acc, m_i, l_i = _online_softmax_scaled(acc, m_i, l_i, s, v, qk_scale, False)
 
     seen = l_i > 0
     out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)

@@ -78,6 +78,8 @@ OPTIONS = {
     "softcap": {"softcap": 3.0, "causal": True},
     "alibi": {"alibi": True, "causal": True},
     "alibi_softcap_window": {"alibi": True, "softcap": 5.0, "window_size": (20, 20)},
+    "scale": {"softmax_scale": 0.3, "causal": True},
+    "negative_scale": {"softmax_scale": -0.2},  # valid, and kept off the Hopper kernel that assumes a positive one
 }
 
 
@@ -100,8 +102,9 @@ def test_flash_attn_options(request, rng, where, option, dim):
             out, lse = xopsaot.flash_attn(q, k, v, alibi_slopes=alibi, return_lse=True, **kw)
             note_variant(where)
             ref, ref_lse = attention64(
-                host(q), host(k), host(v), opts.get("causal", False), None, opts.get("window_size", (-1, -1)),
-                opts.get("softcap", 0.0), None if alibi is None else host(alibi), with_lse=True,
+                host(q), host(k), host(v), opts.get("causal", False), opts.get("softmax_scale"),
+                opts.get("window_size", (-1, -1)), opts.get("softcap", 0.0), None if alibi is None else host(alibi),
+                with_lse=True,
             )  # fmt: skip
             what = f"{dtype} {(batch, sq, sk, h, hk)} {option}"
             assert_close(host(out), ref, dtype, what)

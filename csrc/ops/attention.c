@@ -146,7 +146,7 @@ static int choose_splits(const attn_problem *p, int sm_count) {
  * (2-D views of tokens x heads * headdim), headdim equal to a tile width, no paged cache, softcap or ALiBi. */
 static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options *o) {
   if (p->block_table || p->seqused_k || p->alibi || o->softcap > 0 || (p->head_dim != 64 && p->head_dim != 128) ||
-      p->k->dtype != p->q->dtype)
+      p->k->dtype != p->q->dtype || !(o->softmax_scale > 0)) /* the kernel folds a positive scale into exp2 */
     return 0;
   const xopsaot_tensor *all[] = {p->q, p->k, p->v};
   const int64_t seqlen[] = {p->seqlen_q, p->seqlen_k, p->seqlen_k};
