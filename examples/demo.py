@@ -75,6 +75,11 @@ def main() -> int:
             h64 / np.sqrt((h64**2).mean(-1, keepdims=True) + 1e-6) * w64,
         ),
         (
+            "layer_norm",
+            lambda: xopsaot.layer_norm(x, w, r[0]),
+            (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5) * w64 + r64[0],
+        ),
+        (
             "softmax",
             lambda: xopsaot.softmax(x),
             np.exp(x64 - x64.max(-1, keepdims=True)) / np.exp(x64 - x64.max(-1, keepdims=True)).sum(-1, keepdims=True),

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define XOPSAOT_ABI_VERSION 2
+#define XOPSAOT_ABI_VERSION 3 /* 3: xopsaot_norm, xopsaot_group_norm */
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -108,12 +108,40 @@ XOPSAOT_API const char *xopsaot_autotune_cache(void);
 XOPSAOT_API xopsaot_status xopsaot_add(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
                                        void *stream);
 
-/* RMS norm over the last dim: out = x / sqrt(mean(x^2) + eps) * weight. With residual (not NULL):
+/* RMS norm over the last dim (xopsaot_norm with the rms kind): out = x / sqrt(mean(x^2) + eps) * weight. With
+ * residual (not NULL):
  * h = x + residual is written to residual_out and out = rms_norm(h). x, residual, out and residual_out are
  * (rows..., n) with a contiguous last dim; weight is (n,). */
 XOPSAOT_API xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight,
                                             const xopsaot_tensor *residual, const xopsaot_tensor *out,
                                             const xopsaot_tensor *residual_out, float eps, void *stream);
+
+/* Norms over the last dim through one kernel: rms (x / sqrt(mean(x^2) + eps)) or layer ((x - mean) /
+ * sqrt(var + eps)), then * (weight_offset + weight) when weight is given, + bias when given. With residual:
+ * h = x + residual is written to residual_out and normalized. With gate (a tensor of x's shape): gate_pre = 1
+ * normalizes x * act(gate), gate_pre = 0 multiplies the result by act(gate); a gate and a residual do not
+ * combine. x, residual, gate, out and residual_out are (rows..., n) with a contiguous last dim; weight and bias
+ * are (n,). */
+typedef enum { XOPSAOT_NORM_RMS = 0, XOPSAOT_NORM_LAYER = 1 } xopsaot_norm_kind;
+typedef enum { XOPSAOT_GATE_SILU = 0, XOPSAOT_GATE_SIGMOID = 1 } xopsaot_gate_act;
+typedef struct {
+  int norm;            /* xopsaot_norm_kind */
+  float eps;           /* finite, >= 0 */
+  float weight_offset; /* 1 gives the (1 + weight) form; 0 the plain weight */
+  int gate_act;        /* with a gate: xopsaot_gate_act */
+  int gate_pre;        /* with a gate: 1 = norm(x * act(gate)), 0 = norm(x) * act(gate) */
+} xopsaot_norm_options;
+XOPSAOT_API xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight,
+                                        const xopsaot_tensor *bias, const xopsaot_tensor *residual,
+                                        const xopsaot_tensor *gate, const xopsaot_tensor *out,
+                                        const xopsaot_tensor *residual_out, const xopsaot_norm_options *options,
+                                        void *stream);
+
+/* torch's group_norm: x (N, C, *) contiguous, num_groups dividing C; each sample's group of C / num_groups
+ * channels is normalized over its channels and positions, then * weight[c] + bias[c] (each (C,), optional). */
+XOPSAOT_API xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight,
+                                              const xopsaot_tensor *bias, const xopsaot_tensor *out,
+                                              int64_t num_groups, float eps, void *stream);
 
 /* Softmax over the last dim (any length). x and out: (rows..., n) with a contiguous last dim. */
 XOPSAOT_API xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsaot_tensor *out, void *stream);

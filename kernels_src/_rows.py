@@ -7,7 +7,8 @@ ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 8), (8192, 16)]  # (BLOCK_N, num_warps
 LOOP_BLOCK = 4096
 
 
-def row_configs() -> list[Config]:
-    configs = [Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"n_cols <= {b}") for b, w in ROW_BLOCKS]
+def row_configs(length: str = "n_cols") -> list[Config]:
+    """`length` names the kernel's integer argument holding the row length."""
+    configs = [Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"{length} <= {b}") for b, w in ROW_BLOCKS]
     configs.append(Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8))
     return configs

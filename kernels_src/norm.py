@@ -1,7 +1,12 @@
-"""Normalization: rms_norm over the last dim, optionally fused with a residual add (h = x + r; y = norm(h)).
+"""Normalization over rows: rms_norm, layer_norm and the gated norm_gate share one kernel; group_norm has its own.
 
-One program per row. Rows up to 8192 columns stay in registers (one read of x); longer rows loop twice
-over the row (sum of squares, then normalize), re-reading from L2.
+row_norm_kernel: one program per row of the last dim. The norm's kind (rms or layer), the weight's offset (the
+(1 + w) form), an optional weight and bias, and the gate's activation and position are run-time scalars, so they
+cost no variants; the residual add (h = x + r, written out) and the gate (a second input) are compiled in. Rows up
+to 8192 columns stay in registers (one read of x); longer rows loop over the row, re-reading it from L2.
+
+group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous; the weight
+and bias are per channel.
 """
 
 import triton
@@ -12,19 +17,66 @@ from kernels_src._rows import row_configs
 
 
 @triton.jit
-def rms_norm_kernel(
+def _gated(x, g, gate_silu):
+    """The gate's activation times x: silu(g) = g * sigmoid(g), or sigmoid(g)."""
+    sig = tl.sigmoid(g)
+    return x * tl.where(gate_silu != 0, g * sig, sig)
+
+
+@triton.jit
+def _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL: tl.constexpr, HAS_GATE: tl.constexpr,
+                WRITE_H: tl.constexpr):  # fmt: skip
+    """One block of the values normalized: x, x + residual (stored to H on the first pass), or x * act(gate)."""
+    x = tl.load(X + c, mask=mask, other=0.0).to(tl.float32)
+    if HAS_RESIDUAL:
+        x += tl.load(R + c, mask=mask, other=0.0).to(tl.float32)
+        if WRITE_H:
+            tl.store(H + c, x.to(H.dtype.element_ty), mask=mask)
+    if HAS_GATE:
+        if gate_pre != 0:
+            x = _gated(x, tl.load(G + c, mask=mask, other=0.0).to(tl.float32), gate_silu)
+    return x
+
+
+@triton.jit
+def _store_output(Y, W, B, G, c, mask, x_hat, has_weight, has_bias, w_offset, gate_silu, gate_pre,
+                  HAS_GATE: tl.constexpr):  # fmt: skip
+    """y = x_hat * (offset + w) + b, times act(gate) when the gate comes after the norm."""
+    y = x_hat
+    if has_weight != 0:
+        y = y * (w_offset + tl.load(W + c, mask=mask, other=0.0).to(tl.float32))
+    if has_bias != 0:
+        y += tl.load(B + c, mask=mask, other=0.0).to(tl.float32)
+    if HAS_GATE:
+        if gate_pre == 0:
+            y = _gated(y, tl.load(G + c, mask=mask, other=0.0).to(tl.float32), gate_silu)
+    tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def row_norm_kernel(
     X,
     W,
+    B,
     R,
+    G,
     Y,
     H,
     stride_x,
     stride_r,
+    stride_g,
     stride_y,
     stride_h,
     n_cols,
     eps,
+    w_offset,
+    layer,
+    has_weight,
+    has_bias,
+    gate_silu,
+    gate_pre,
     HAS_RESIDUAL: tl.constexpr,
+    HAS_GATE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     LOOP: tl.constexpr,
 ):
@@ -34,57 +86,156 @@ def rms_norm_kernel(
     if HAS_RESIDUAL:
         R += row * stride_r
         H += row * stride_h
+    if HAS_GATE:
+        G += row * stride_g
     cols = tl.arange(0, BLOCK_N)
     if not LOOP:
         mask = cols < n_cols
-        x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
-        if HAS_RESIDUAL:
-            x += tl.load(R + cols, mask=mask, other=0.0).to(tl.float32)
-            tl.store(H + cols, x.to(H.dtype.element_ty), mask=mask)
+        x = _load_input(X, R, G, H, cols, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True)
+        if layer != 0:
+            x = tl.where(mask, x - tl.sum(x, axis=0) / n_cols, 0.0)
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(Y + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+        _store_output(Y, W, B, G, cols, mask, x * rstd, has_weight, has_bias, w_offset, gate_silu, gate_pre,
+                      HAS_GATE)  # fmt: skip
     else:
+        # the mean first (layer norm), then the squares about it: no cancellation for rows far from zero mean
+        mean = tl.zeros([], dtype=tl.float32)
+        if layer != 0:
+            sums = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                sums += _load_input(X, R, G, H, c, c < n_cols, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, False)
+            mean = tl.sum(sums, axis=0) / n_cols
         squares = tl.zeros([BLOCK_N], dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_N):
             c = start + cols
             mask = c < n_cols
-            x = tl.load(X + c, mask=mask, other=0.0).to(tl.float32)
-            if HAS_RESIDUAL:
-                x += tl.load(R + c, mask=mask, other=0.0).to(tl.float32)
-                tl.store(H + c, x.to(H.dtype.element_ty), mask=mask)
+            x = _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True)
+            x = tl.where(mask, x - mean, 0.0)
             squares += x * x
         rstd = tl.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
         for start in range(0, n_cols, BLOCK_N):
             c = start + cols
             mask = c < n_cols
+            x = _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, False)
+            _store_output(Y, W, B, G, c, mask, (x - mean) * rstd, has_weight, has_bias, w_offset, gate_silu,
+                          gate_pre, HAS_GATE)  # fmt: skip
+
+
+@triton.jit
+def _store_group(Y, W, B, c, mask, x_hat, channel, has_weight, has_bias):
+    y = x_hat
+    if has_weight != 0:
+        y = y * tl.load(W + channel, mask=mask, other=0.0).to(tl.float32)
+    if has_bias != 0:
+        y += tl.load(B + channel, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def group_norm_kernel(
+    X,
+    W,
+    B,
+    Y,
+    n_elems,
+    spatial,
+    channels_per_group,
+    groups,
+    eps,
+    has_weight,
+    has_bias,
+    BLOCK_N: tl.constexpr,
+    LOOP: tl.constexpr,
+):
+    """x and y contiguous (N, C, *spatial): the program's group is n_elems = channels_per_group * spatial
+    consecutive elements."""
+    row = tl.program_id(0).to(tl.int64)
+    first_channel = (tl.program_id(0) % groups) * channels_per_group
+    X += row * n_elems
+    Y += row * n_elems
+    cols = tl.arange(0, BLOCK_N)
+    if not LOOP:
+        mask = cols < n_elems
+        x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
+        x = tl.where(mask, x - tl.sum(x, axis=0) / n_elems, 0.0)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_elems + eps)
+        _store_group(Y, W, B, cols, mask, x * rstd, first_channel + cols // spatial, has_weight, has_bias)
+    else:
+        sums = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for start in range(0, n_elems, BLOCK_N):
+            c = start + cols
+            sums += tl.load(X + c, mask=c < n_elems, other=0.0).to(tl.float32)
+        mean = tl.sum(sums, axis=0) / n_elems
+        squares = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for start in range(0, n_elems, BLOCK_N):
+            c = start + cols
+            mask = c < n_elems
+            x = tl.where(mask, tl.load(X + c, mask=mask, other=0.0).to(tl.float32) - mean, 0.0)
+            squares += x * x
+        rstd = tl.rsqrt(tl.sum(squares, axis=0) / n_elems + eps)
+        for start in range(0, n_elems, BLOCK_N):
+            c = start + cols
+            mask = c < n_elems
             x = tl.load(X + c, mask=mask, other=0.0).to(tl.float32)
-            if HAS_RESIDUAL:
-                x += tl.load(R + c, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
-            tl.store(Y + c, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+            _store_group(Y, W, B, c, mask, (x - mean) * rstd, first_channel + c // spatial, has_weight, has_bias)
+
+
+def row_norm_configs(target, keys):
+    """The residual add and the gate are not combined (norm_gate takes no residual): that pair compiles nothing."""
+    return [] if keys["HAS_RESIDUAL"] and keys["HAS_GATE"] else row_configs()
 
 
 KERNELS = [
     Kernel(
-        fn=rms_norm_kernel,
-        op="rms_norm",
+        fn=row_norm_kernel,
+        op="norm",
         args=[
             ptr("X", "T"),
             ptr("W", "T"),
+            ptr("B", "T"),
             ptr("R", "T"),
+            ptr("G", "T"),
             ptr("Y", "T"),
             ptr("H", "T"),
             i64("stride_x", aligned=True),
             i64("stride_r", aligned=True),
+            i64("stride_g", aligned=True),
             i64("stride_y", aligned=True),
             i64("stride_h", aligned=True),
             i32("n_cols", aligned=True),
             f32("eps"),
+            f32("w_offset"),
+            i32("layer"),
+            i32("has_weight"),
+            i32("has_bias"),
+            i32("gate_silu"),
+            i32("gate_pre"),
         ],
-        keys={"T": ["fp16", "bf16", "fp32"], "HAS_RESIDUAL": [False, True]},
+        keys={"T": ["fp16", "bf16", "fp32"], "HAS_RESIDUAL": [False, True], "HAS_GATE": [False, True]},
         grid_args=[i64("n_rows")],
         grid=["n_rows", "1", "1"],
-        configs=row_configs(),
+        configs=row_norm_configs,
+    ),
+    Kernel(
+        fn=group_norm_kernel,
+        op="group_norm",
+        args=[
+            ptr("X", "T"),
+            ptr("W", "T"),
+            ptr("B", "T"),
+            ptr("Y", "T"),
+            i64("n_elems", aligned=True),
+            i64("spatial"),
+            i64("channels_per_group"),
+            i64("groups"),
+            f32("eps"),
+            i32("has_weight"),
+            i32("has_bias"),
+        ],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid_args=[i64("n_rows")],
+        grid=["n_rows", "1", "1"],
+        configs=row_configs("n_elems"),
     ),
 ]

@@ -37,6 +37,36 @@ def rms_norm64(x, w, eps, residual=None):
     return y, h
 
 
+def norm64(x, w=None, b=None, eps=1e-6, kind="rms", offset=0.0, residual=None, gate=None, act="silu", pos="pre"):
+    """rms or layer norm over the last dim in float64; returns (y, x + residual)."""
+    h = f64(x) + (0 if residual is None else f64(residual))
+    if gate is not None:
+        g = f64(gate)
+        gated = g / (1 + np.exp(-g)) if act == "silu" else 1 / (1 + np.exp(-g))
+    v = h * gated if gate is not None and pos == "pre" else h
+    if kind == "layer":
+        v = v - v.mean(axis=-1, keepdims=True)
+    y = v / np.sqrt((v * v).mean(axis=-1, keepdims=True) + eps)
+    y = y * (offset + f64(w)) if w is not None else y
+    y = y + f64(b) if b is not None else y
+    y = y * gated if gate is not None and pos == "post" else y
+    return y, h
+
+
+def group_norm64(x, groups, w=None, b=None, eps=1e-5):
+    x = f64(x)
+    n, c = x.shape[:2]
+    out = np.empty_like(x)
+    per = c // groups
+    for i in range(n):
+        for g in range(groups):
+            part = x[i, g * per : (g + 1) * per]
+            out[i, g * per : (g + 1) * per] = (part - part.mean()) / np.sqrt(part.var() + eps)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    out = out * f64(w).reshape(shape) if w is not None else out
+    return out + f64(b).reshape(shape) if b is not None else out
+
+
 def softmax64(x, dim=-1):
     x = f64(x)
     e = np.exp(x - x.max(axis=dim, keepdims=True))

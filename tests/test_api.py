@@ -31,7 +31,8 @@ def test_ops_and_dispatch(rng):
 def test_dispatch_unknown_op(name):
     with pytest.raises(
         ValueError,
-        match="known ops: add, flash_attn, flash_attn_varlen, flash_attn_with_kvcache, matmul, rms_norm, softmax",
+        match="known ops: add, flash_attn, flash_attn_varlen, flash_attn_with_kvcache, group_norm, layer_norm, matmul, "
+        "norm_gate, rms_norm, softmax",
     ):
         xopsaot.dispatch(name)
 

@@ -13,10 +13,15 @@ from xopsaot import _library
 
 MANIFEST = _library.manifest()
 
-# What issues 2 and 3 promise for every arch: op -> kernel, dtypes, and the keys each dtype is compiled with.
+# What issues 2, 3 and 4 promise for every arch: op -> kernel, dtypes, and the keys each dtype is compiled with.
 PROMISED = {
     "add": ("add_kernel", ["float16", "bfloat16", "float32"], {}),
-    "rms_norm": ("rms_norm_kernel", ["float16", "bfloat16", "float32"], {"HAS_RESIDUAL": [False, True]}),
+    "norm": (
+        "row_norm_kernel",
+        ["float16", "bfloat16", "float32"],
+        {"HAS_RESIDUAL": [False, True], "HAS_GATE": [False, True]},
+    ),
+    "group_norm": ("group_norm_kernel", ["float16", "bfloat16", "float32"], {}),
     "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {}),
     "matmul": ("matmul_kernel", ["float16", "bfloat16", "float32"], {"B_K_CONTIGUOUS": [False, True]}),
     "flash_attn": (
@@ -48,11 +53,13 @@ def test_manifest_lists_every_promised_variant(op):
             chosen = dict(zip(keys, values))
             if chosen.get("PAGED") and chosen.get("ALIBI"):
                 continue  # flash_attn_with_kvcache takes no alibi_slopes: not compiled, on purpose
+            if chosen.get("HAS_RESIDUAL") and chosen.get("HAS_GATE"):
+                continue  # norm_gate takes no residual: not compiled, on purpose
             assert (dtype, tuple(sorted(zip(keys, values)))) in have, f"{op} {arch} {dtype} {values} missing"
 
 
 def test_long_rows_have_a_looping_variant():
-    for kernel in ("rms_norm_kernel", "softmax_kernel"):
+    for kernel in ("row_norm_kernel", "group_norm_kernel", "softmax_kernel"):
         for arch in MANIFEST["archs"]:
             assert any(
                 v["constexprs"].get("LOOP") and v["when"] == ""
@@ -112,4 +119,4 @@ def test_package_contents():
     assert _library.LIBRARY_PATH.exists() and _library.MANIFEST_PATH.exists()
     header = _library.HEADER_PATH.read_text()
     assert "xopsaot_flash_attn" in header and "XOPSAOT_ABI_VERSION" in header
-    assert _library.library().xopsaot_abi_version() == 2
+    assert _library.library().xopsaot_abi_version() == 3

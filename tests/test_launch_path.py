@@ -174,7 +174,7 @@ def test_config_predicates_and_keys(fake_driver):
     small, mid, loop, residual, mm, mm_t = r["launches"]
     assert [v["variant"]["constexprs"]["BLOCK_N"] for v in (small, mid)] == [256, 4096]
     assert loop["variant"]["constexprs"]["LOOP"] is True and small["grid"] == [3, 1, 1]
-    assert residual["variant"]["keys"] == {"HAS_RESIDUAL": True}
+    assert residual["variant"]["keys"] == {"HAS_RESIDUAL": True, "HAS_GATE": False}
     assert mm["variant"]["keys"] == {"B_K_CONTIGUOUS": False} and mm_t["variant"]["keys"] == {"B_K_CONTIGUOUS": True}
     tiles = -(-64 // mm["variant"]["constexprs"]["BLOCK_M"]) * -(-48 // mm["variant"]["constexprs"]["BLOCK_N"])
     assert mm["grid"] == [tiles * 2, 1, 1]
@@ -525,6 +525,10 @@ def attn(scale, causal=0):
     return (_library.AttentionOptions(scale, causal, -1, -1, 0.0, 0), None)
 
 
+def norm_options(kind=0, eps=1e-6):
+    return (_library.NormOptions(kind, eps, 0.0, 0, 1), None)
+
+
 def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
     n = len(shape)
     strides = strides or [int(x) for x in __import__("xopsaot._arrays")._arrays.contiguous_strides(shape)]
@@ -577,6 +581,42 @@ def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
         ),
         (
             lambda: raw_call(
+                "xopsaot_norm", *[descriptor((2, 8))] + [None] * 2 + [descriptor((2, 8))] * 4, scalars=norm_options()
+            ),
+            "a residual and a gate cannot be combined",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_norm", descriptor((2, 8)), *[None] * 4, descriptor((2, 8)), None, scalars=norm_options(kind=2)
+            ),
+            "norm is 2; supported: 0 (rms), 1 (layer)",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_norm", descriptor((2, 8)), *[None] * 4, descriptor((2, 8)), None, scalars=(None, 0)
+            ),
+            "options is NULL",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_norm",
+                descriptor((2, 8)),
+                descriptor((7,)),
+                *[None] * 3,
+                descriptor((2, 8)),
+                None,
+                scalars=norm_options(),
+            ),  # fmt: skip
+            "weight has 7 elements but x's last dim is 8",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_group_norm", descriptor((2, 6, 5)), None, None, descriptor((2, 6, 5)), scalars=(4, 1e-5, 0)
+            ),
+            "num_groups is 4; it must divide the 6 channels",
+        ),
+        (
+            lambda: raw_call(
                 "xopsaot_matmul", descriptor((4, 8)), descriptor((8, 6), strides=(12, 2)), descriptor((4, 6))
             ),
             "b must be contiguous along one of its last two dims",
@@ -622,27 +662,28 @@ def test_replayed_calls_patch_only_the_data_pointers(fake_driver):
         PRETEND_GPU
         + textwrap.dedent(
             """
-        fake.fake_cuda_expect_params(11)
+        fake.fake_cuda_expect_params(20)
         x = [torch.randn(4, 64, dtype=torch.float16) for _ in range(3)]
         w = torch.randn(64, dtype=torch.float16)
         outs = [xopsaot.rms_norm(x[i], w, 1e-5, residual=x[(i + 1) % 3]) for i in range(3)]
         plans = len(_plans.plans)
         xopsaot.rms_norm(torch.randn(4, 128, dtype=torch.float16)[:, :64], w)  # row-strided: a new signature
         xopsaot.rms_norm(x[0].T.contiguous().T, w)  # needs a contiguous copy: not recorded
-        fake.fake_cuda_expect_params(0)  # softmax's kernel takes fewer than rms_norm's 11 parameters
+        fake.fake_cuda_expect_params(0)  # softmax's kernel takes fewer than row_norm's 20 parameters
         xopsaot.softmax(x[0], 0)  # moves an axis: never recorded
         xopsaot.softmax(x[0], 0)
         emit(launches=launches(), plans=plans, plans_after=len(_plans.plans),
-             ptrs=[[t.data_ptr() for t in (x[i], w, x[(i + 1) % 3], outs[i][0], outs[i][1])] for i in range(3)])
+             ptrs=[[t.data_ptr() for t in (x[i], w, x[i], x[(i + 1) % 3], x[i], outs[i][0], outs[i][1])]
+                   for i in range(3)])
     """
         ),
     )
     first, second, third = r["launches"][:3]
     assert r["plans"] == 1  # one signature, recorded by the first call and replayed by the others
     for launch, ptrs in zip((first, second, third), r["ptrs"]):
-        p = decode(launch["params"], "rms_norm_kernel")
-        assert p[:5] == ptrs  # X, W, R, Y, H: this call's tensors
-        assert p[5:11] == decode(first["params"], "rms_norm_kernel")[5:11]  # strides, n_cols, eps: the same
+        p = decode(launch["params"], "row_norm_kernel")
+        assert p[:7] == ptrs  # X, W, B, R, G, Y, H: this call's tensors (x stands in for the absent B and G)
+        assert p[7:20] == decode(first["params"], "row_norm_kernel")[7:20]  # strides, n_cols, eps, flags: the same
         assert launch["stream"] == 0x77 and launch["variant"] == first["variant"]
-    assert len({tuple(p[3:5]) for p in r["ptrs"]}) == 3  # every call got new outputs
+    assert len({tuple(p[5:7]) for p in r["ptrs"]}) == 3  # every call got new outputs
     assert r["plans_after"] == 2 and len(r["launches"]) == 7

@@ -1,45 +1,110 @@
-/* rms_norm, with the optional fused residual add. */
+/* Norms: rms and layer norm over the last dim (fused residual add, (offset + w) weights, gates) through one
+ * kernel, and group_norm. */
+#include <math.h>
+
 #include "xk_kernels.h"
+
+/* A tensor of x's shape (or weight's (n,)), dtype and device, read or written as rows with one stride. */
+static xopsaot_status check_like_x(const xopsaot_tensor *x, const xopsaot_tensor *t, const char *op, const char *name,
+                                   int64_t *stride) {
+  int64_t rows;
+  XO_TRY(xo_check_tensor(t, op, name, -1));
+  XO_TRY(xo_check_same_shape(x, t, op, "x", name));
+  XO_TRY(xo_check_dtype(t, x->dtype, op, name));
+  XO_TRY(xo_check_same_device(x, t, op, "x", name));
+  return xo_rows(t, op, name, &rows, stride);
+}
+
+static xopsaot_status check_vector(const xopsaot_tensor *x, const xopsaot_tensor *t, int64_t n, const char *op,
+                                   const char *name, const char *of) {
+  XO_TRY(xo_check_tensor(t, op, name, 1));
+  XO_TRY(xo_check_dtype(t, x->dtype, op, name));
+  XO_TRY(xo_check_same_device(x, t, op, "x", name));
+  XO_TRY(xo_check_last_dim_contiguous(t, op, name));
+  if (t->shape[0] != n)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: %s has %lld elements but %s is %lld", op, name,
+                   (long long)t->shape[0], of, (long long)n);
+  return XOPSAOT_SUCCESS;
+}
+
+xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight, const xopsaot_tensor *bias,
+                            const xopsaot_tensor *residual, const xopsaot_tensor *gate, const xopsaot_tensor *out,
+                            const xopsaot_tensor *residual_out, const xopsaot_norm_options *o, void *stream) {
+  static const char op[] = "norm";
+  int64_t rows, stride_x, stride_y, stride_r = 0, stride_h = 0, stride_g = 0;
+  if (!o) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: options is NULL");
+  XO_TRY(xo_check_tensor(x, op, "x", -1));
+  XO_TRY(xo_rows(x, op, "x", &rows, &stride_x));
+  XO_TRY(check_like_x(x, out, op, "out", &stride_y));
+  const int64_t n = x->shape[x->ndim - 1];
+  if (weight) XO_TRY(check_vector(x, weight, n, op, "weight", "x's last dim"));
+  if (bias) XO_TRY(check_vector(x, bias, n, op, "bias", "x's last dim"));
+  if ((residual == NULL) != (residual_out == NULL))
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: residual and residual_out go together");
+  if (residual && gate)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: a residual and a gate cannot be combined");
+  if (residual) {
+    XO_TRY(check_like_x(x, residual, op, "residual", &stride_r));
+    XO_TRY(check_like_x(x, residual_out, op, "residual_out", &stride_h));
+  }
+  if (gate) XO_TRY(check_like_x(x, gate, op, "gate", &stride_g));
+  if (o->norm != XOPSAOT_NORM_RMS && o->norm != XOPSAOT_NORM_LAYER)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: norm is %d; supported: 0 (rms), 1 (layer)", o->norm);
+  if (gate && o->gate_act != XOPSAOT_GATE_SILU && o->gate_act != XOPSAOT_GATE_SIGMOID)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: gate_act is %d; supported: 0 (silu), 1 (sigmoid)",
+                   o->gate_act);
+  if (n > INT32_MAX) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: rows of %lld elements are too long", (long long)n);
+  if (!(o->eps >= 0.0f) || o->eps == INFINITY)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: eps must be finite and >= 0, got %g", o->eps);
+  if (!(o->weight_offset == o->weight_offset) || o->weight_offset == INFINITY || o->weight_offset == -INFINITY)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: weight_offset must be finite, got %g", o->weight_offset);
+  XO_TRY(xo_require_key(&xk_row_norm_kernel, XK_ROW_NORM_KERNEL_KEY_T, x->dtype, "norm: dtype"));
+  if (n == 0 || rows == 0) return XOPSAOT_SUCCESS;
+  xk_row_norm_kernel_args args = {
+      .X = x->data, .W = weight ? weight->data : x->data, .B = bias ? bias->data : x->data,
+      .R = residual ? residual->data : x->data, .G = gate ? gate->data : x->data, .Y = out->data,
+      .H = residual_out ? residual_out->data : out->data,
+      .stride_x = stride_x, .stride_r = stride_r, .stride_g = stride_g, .stride_y = stride_y, .stride_h = stride_h,
+      .n_cols = (int32_t)n, .eps = o->eps, .w_offset = o->weight_offset, .layer = o->norm == XOPSAOT_NORM_LAYER,
+      .has_weight = weight != NULL, .has_bias = bias != NULL, .gate_silu = o->gate_act == XOPSAOT_GATE_SILU,
+      .gate_pre = o->gate_pre != 0, .n_rows = rows};
+  xk_row_norm_kernel_keys keys = {x->dtype, residual != NULL, gate != NULL};
+  return xo_launch(&xk_row_norm_kernel, &keys.T, &args, x->device, stream);
+}
 
 xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight,
                                 const xopsaot_tensor *residual, const xopsaot_tensor *out,
                                 const xopsaot_tensor *residual_out, float eps, void *stream) {
-  static const char op[] = "rms_norm";
-  int64_t rows, n, stride_x, stride_y, stride_r = 0, stride_h = 0, r_rows, h_rows, y_rows;
+  const xopsaot_norm_options o = {.norm = XOPSAOT_NORM_RMS, .eps = eps};
+  return xopsaot_norm(x, weight, NULL, residual, NULL, out, residual_out, &o, stream);
+}
+
+xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight, const xopsaot_tensor *bias,
+                                  const xopsaot_tensor *out, int64_t num_groups, float eps, void *stream) {
+  static const char op[] = "group_norm";
+  int64_t stride;
   XO_TRY(xo_check_tensor(x, op, "x", -1));
-  XO_TRY(xo_check_tensor(weight, op, "weight", 1));
-  XO_TRY(xo_check_tensor(out, op, "out", -1));
-  XO_TRY(xo_rows(x, op, "x", &rows, &stride_x));
-  XO_TRY(xo_check_same_shape(x, out, op, "x", "out"));
-  XO_TRY(xo_rows(out, op, "out", &y_rows, &stride_y));
-  n = x->shape[x->ndim - 1];
-  if (weight->shape[0] != n)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "rms_norm: weight has %lld elements but x's last dim is %lld",
-                   (long long)weight->shape[0], (long long)n);
-  XO_TRY(xo_check_last_dim_contiguous(weight, op, "weight"));
-  if ((residual == NULL) != (residual_out == NULL))
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "rms_norm: residual and residual_out go together");
-  const xopsaot_tensor *all[] = {weight, out, residual, residual_out};
-  const char *names[] = {"weight", "out", "residual", "residual_out"};
-  for (int i = 0; i < 4 && all[i]; ++i) {
-    XO_TRY(xo_check_dtype(all[i], x->dtype, op, names[i]));
-    XO_TRY(xo_check_same_device(x, all[i], op, "x", names[i]));
-  }
-  if (residual) {
-    XO_TRY(xo_check_tensor(residual, op, "residual", -1));
-    XO_TRY(xo_check_tensor(residual_out, op, "residual_out", -1));
-    XO_TRY(xo_check_same_shape(x, residual, op, "x", "residual"));
-    XO_TRY(xo_check_same_shape(x, residual_out, op, "x", "residual_out"));
-    XO_TRY(xo_rows(residual, op, "residual", &r_rows, &stride_r));
-    XO_TRY(xo_rows(residual_out, op, "residual_out", &h_rows, &stride_h));
-  }
-  if (n > INT32_MAX) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "rms_norm: rows of %lld elements are too long", (long long)n);
-  if (!(eps >= 0.0f)) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "rms_norm: eps must be >= 0, got %g", eps);
-  XO_TRY(xo_require_key(&xk_rms_norm_kernel, XK_RMS_NORM_KERNEL_KEY_T, x->dtype, "rms_norm: dtype"));
-  if (n == 0) return XOPSAOT_SUCCESS;
-  xk_rms_norm_kernel_args args = {
-      x->data, weight->data, residual ? residual->data : x->data, out->data,
-      residual_out ? residual_out->data : out->data, stride_x, stride_r, stride_y, stride_h, (int32_t)n, eps, rows};
-  xk_rms_norm_kernel_keys keys = {x->dtype, residual != NULL};
-  return xo_launch(&xk_rms_norm_kernel, &keys.T, &args, x->device, stream);
+  if (x->ndim < 2)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: x must be (N, C, *), got %d dims", x->ndim);
+  if (!xo_is_contiguous(x)) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: x must be contiguous");
+  XO_TRY(check_like_x(x, out, op, "out", &stride));
+  if (!xo_is_contiguous(out)) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: out must be contiguous");
+  const int64_t channels = x->shape[1];
+  if (num_groups < 1 || channels % num_groups)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: num_groups is %lld; it must divide the %lld channels",
+                   (long long)num_groups, (long long)channels);
+  if (weight) XO_TRY(check_vector(x, weight, channels, op, "weight", "the channel count"));
+  if (bias) XO_TRY(check_vector(x, bias, channels, op, "bias", "the channel count"));
+  if (!(eps >= 0.0f) || eps == INFINITY)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: eps must be finite and >= 0, got %g", eps);
+  XO_TRY(xo_require_key(&xk_group_norm_kernel, XK_GROUP_NORM_KERNEL_KEY_T, x->dtype, "group_norm: dtype"));
+  const int64_t numel = xo_numel(x), rows = x->shape[0] * num_groups;
+  if (numel == 0) return XOPSAOT_SUCCESS;
+  const int64_t per_group = numel / rows, spatial = numel / (x->shape[0] * channels);
+  xk_group_norm_kernel_args args = {
+      .X = x->data, .W = weight ? weight->data : x->data, .B = bias ? bias->data : x->data, .Y = out->data,
+      .n_elems = per_group, .spatial = spatial, .channels_per_group = channels / num_groups, .groups = num_groups,
+      .eps = eps, .has_weight = weight != NULL, .has_bias = bias != NULL, .n_rows = rows};
+  xk_group_norm_kernel_keys keys = {x->dtype};
+  return xo_launch(&xk_group_norm_kernel, &keys.T, &args, x->device, stream);
 }

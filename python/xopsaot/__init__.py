@@ -15,7 +15,7 @@ from ._library import XopsaotError
 from ._ops.attention import flash_attn, flash_attn_varlen, flash_attn_with_kvcache
 from ._ops.elementwise import add
 from ._ops.matmul import matmul
-from ._ops.norm import rms_norm
+from ._ops.norm import group_norm, layer_norm, norm_gate, rms_norm
 from ._ops.softmax import softmax
 from ._registry import dispatch, ops
 
@@ -26,8 +26,11 @@ __all__ = [
     "flash_attn",
     "flash_attn_varlen",
     "flash_attn_with_kvcache",
+    "group_norm",
     "info",
+    "layer_norm",
     "matmul",
+    "norm_gate",
     "ops",
     "preload",
     "rms_norm",

@@ -70,11 +70,26 @@ class AttentionOptions(ctypes.Structure):
 
 _OPTIONS = ctypes.POINTER(AttentionOptions)
 
+
+class NormOptions(ctypes.Structure):
+    """xopsaot_norm_options, passed by pointer like AttentionOptions."""
+
+    _fields_ = [
+        ("norm", ctypes.c_int),
+        ("eps", ctypes.c_float),
+        ("weight_offset", ctypes.c_float),
+        ("gate_act", ctypes.c_int),
+        ("gate_pre", ctypes.c_int),
+    ]
+
+
 # Function name -> (argument types, including trailing scalars). Tensors are passed as descriptor addresses.
 _T = ctypes.c_void_p
 SIGNATURES = {
     "xopsaot_add": [_T, _T, _T, ctypes.c_void_p],
     "xopsaot_rms_norm": [_T, _T, _T, _T, _T, ctypes.c_float, ctypes.c_void_p],
+    "xopsaot_norm": [_T] * 7 + [ctypes.POINTER(NormOptions), ctypes.c_void_p],
+    "xopsaot_group_norm": [_T] * 4 + [ctypes.c_int64, ctypes.c_float, ctypes.c_void_p],
     "xopsaot_softmax": [_T, _T, ctypes.c_void_p],
     "xopsaot_matmul": [_T, _T, _T, ctypes.c_void_p],
     "xopsaot_flash_attn": [_T] * 6 + [_OPTIONS, ctypes.c_void_p],

@@ -1,0 +1,244 @@
+"""The norms (rms_norm, layer_norm, norm_gate, group_norm) against float64 references, on the CPU path (NumPy and
+torch CPU) and on the GPU (marker gpu, outputs poisoned with NaN): every dtype, row lengths at each compiled block's
+edges and past the looping kernel's threshold (100k+), row-strided and non-contiguous views, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from arrays import make
+from reference64 import assert_close, group_norm64, norm64
+
+import xopsaot
+from xopsaot import _library
+
+PATHS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+DTYPES = ["float16", "bfloat16", "float32"]
+GPU_USED: set[int] = set()
+# Row lengths: each compiled block (256, 1024, 4096, 8192, looping) with rows aligned to 16 elements and not.
+LENGTHS_GPU = [1, 17, 256, 1000, 1024, 3000, 4096, 4097, 8192, 12288, 100_003]
+LENGTHS_CPU = [1, 17, 4097, 100_003]
+
+
+def arr(rng, shape, dtype, where, scale=1.0):
+    if where == "cpu":
+        return make(rng, shape, dtype, "numpy", scale)
+    return make(rng, shape, dtype, "torch", scale, device="cuda")
+
+
+def host(x):
+    if hasattr(x, "detach"):
+        import torch
+
+        torch.cuda.synchronize()
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def ran(where):
+    if where == "gpu":
+        GPU_USED.add(_library.last_variant())
+
+
+ROW_CASES = {  # op, keyword arguments (weight / bias / residual: True = a random array of the right shape)
+    "rms": ("rms_norm", {"weight": True}),
+    "rms_offset": ("rms_norm", {"weight": True, "offset": 1.0}),
+    "rms_no_weight": ("rms_norm", {}),
+    "rms_residual": ("rms_norm", {"weight": True, "residual": True}),
+    "layer": ("layer_norm", {"weight": True, "bias": True}),
+    "layer_no_affine": ("layer_norm", {}),
+    "layer_bias_only": ("layer_norm", {"bias": True}),
+    "layer_residual": ("layer_norm", {"weight": True, "bias": True, "residual": True}),
+}
+
+
+@pytest.mark.parametrize("where", PATHS)
+@pytest.mark.parametrize("case", list(ROW_CASES))
+def test_row_norms(request, rng, where, case):
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    op, spec = ROW_CASES[case]
+    for dtype in DTYPES:
+        for n in LENGTHS_GPU if where == "gpu" else LENGTHS_CPU:
+            shape = (2, 3, n) if n < 5000 else (3, n)
+            x = arr(rng, shape, dtype, where)
+            kw = {k: arr(rng, (n,), dtype, where) for k in ("weight", "bias") if spec.get(k)}
+            if spec.get("residual"):
+                kw["residual"] = arr(rng, shape, dtype, where)
+            if "offset" in spec:
+                kw["offset"] = spec["offset"]
+            eps = 1e-5
+            result = getattr(xopsaot, op)(x, eps=eps, **kw)
+            ran(where)
+            y_ref, h_ref = norm64(
+                x, kw.get("weight"), kw.get("bias"), eps, "layer" if op == "layer_norm" else "rms",
+                kw.get("offset", 0.0), kw.get("residual"),
+            )  # fmt: skip
+            what = f"{case} {dtype} n={n}"
+            if spec.get("residual"):
+                y, h = result
+                assert_close(host(h), h_ref, dtype, what + " residual out")
+            else:
+                y = result
+            assert type(y) is type(x) and y.shape == x.shape and y.dtype == x.dtype, what
+            assert_close(host(y), y_ref, dtype, what)
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_row_norm_views_and_offset_mean(request, rng, where):
+    """Rows read with a stride (a slice of wider rows) and a non-contiguous last dim (copied first); a layer norm of
+    rows far from zero mean, where E[x^2] - mean^2 would cancel (the looping kernel subtracts the mean first)."""
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    for dtype in DTYPES:
+        wide = arr(rng, (4, 2 * 3000), dtype, where)
+        w = arr(rng, (3000,), dtype, where)
+        for name, x in (("row-strided", wide[:, :3000]), ("strided last dim", wide[:, ::2])):
+            r = arr(rng, (4, 3000), dtype, where)
+            y, h = xopsaot.rms_norm(x, w, 1e-6, residual=r)
+            ref_y, ref_h = norm64(x, w, None, 1e-6, residual=r)
+            assert_close(host(y), ref_y, dtype, f"{name} {dtype}")
+            assert_close(host(h), ref_h, dtype, f"{name} {dtype} residual out")
+            assert_close(host(xopsaot.layer_norm(x, w)), norm64(x, w, None, 1e-5, "layer")[0], dtype, name)
+    # float32 holds x + 1000 to ~6e-5, which bounds any float32 method; E[x^2] - mean^2 would be off by ~1e-1
+    x = arr(rng, (2, 100_003), "float32", where) + 1000.0
+    error = np.abs(host(xopsaot.layer_norm(x)) - norm64(x, None, None, 1e-5, "layer")[0]).max()
+    assert error < 1e-3, f"layer_norm of rows with mean 1000: max error {error:.2e}"
+
+
+@pytest.mark.parametrize("where", PATHS)
+@pytest.mark.parametrize("norm", ["rms", "layer"])
+@pytest.mark.parametrize("gate_act", ["silu", "sigmoid"])
+@pytest.mark.parametrize("gate_pos", ["pre", "post"])
+def test_norm_gate(request, rng, where, norm, gate_act, gate_pos):
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    for dtype in DTYPES:
+        for n in LENGTHS_GPU if where == "gpu" else [17, 4097, 100_003]:
+            shape = (3, n)
+            x, gate = arr(rng, shape, dtype, where), arr(rng, shape, dtype, where, scale=2.0)
+            w, b = arr(rng, (n,), dtype, where), arr(rng, (n,), dtype, where)
+            bias = b if norm == "layer" else None
+            y = xopsaot.norm_gate(x, gate, w, bias, norm=norm, gate_act=gate_act, gate_pos=gate_pos, eps=1e-5)
+            ran(where)
+            ref = norm64(x, w, bias, 1e-5, norm, gate=gate, act=gate_act, pos=gate_pos)[0]
+            assert_close(host(y), ref, dtype, f"{norm} {gate_act} {gate_pos} {dtype} n={n}")
+
+
+GROUP_CASES = [  # shape, groups
+    ((1, 4, 1), 2),
+    ((2, 6, 17), 3),
+    ((2, 32, 8, 8), 8),
+    ((3, 64, 5, 5), 32),
+    ((1, 16, 32, 32), 16),  # 1024 elements per group, aligned
+    ((2, 8, 10_000), 2),  # 40000 per group: the looping kernel
+    ((2, 4, 3, 3000), 4),  # 9000 per group, not aligned: looping
+    ((1, 2, 2048), 1),  # 4096 per group
+    ((1, 3, 2730), 3),  # 2730: the 4096 block, not aligned
+    ((1, 4, 2048), 1),  # 8192
+    ((1, 1, 5000), 1),  # 5000: the 8192 block, not aligned
+    ((2, 2, 100), 2),  # 100: the 256 block
+    ((2, 2, 128), 1),  # 256 aligned
+    ((2, 2, 300), 2),  # 300: the 1024 block, not aligned
+    ((2, 6, 1000), 3),  # 2000: the 4096 block, not aligned
+]
+
+
+@pytest.mark.parametrize("where", PATHS)
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm(request, rng, where, affine):
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    for dtype in DTYPES:
+        for shape, groups in GROUP_CASES:
+            x = arr(rng, shape, dtype, where)
+            w = arr(rng, (shape[1],), dtype, where) if affine else None
+            b = arr(rng, (shape[1],), dtype, where) if affine else None
+            y = xopsaot.group_norm(x, groups, w, b, eps=1e-5)
+            ran(where)
+            assert_close(host(y), group_norm64(x, groups, w, b, 1e-5), dtype, f"{shape} / {groups} {dtype}")
+    # a non-contiguous input (channels-last memory seen as NCHW) is copied first
+    x = arr(rng, (2, 5, 6, 8), "float32", where)
+    x = x.transpose(0, 3, 2, 1) if where == "cpu" else x.permute(0, 3, 2, 1)
+    assert_close(host(xopsaot.group_norm(x, 4)), group_norm64(x, 4), "float32", "non-contiguous")
+
+
+@pytest.mark.gpu
+def test_norms_leave_inputs_alone(rng):
+    """No norm writes its inputs (residual_out is a new tensor)."""
+    n = 4097
+    x, r, g = (arr(rng, (3, n), "bfloat16", "gpu") for _ in range(3))
+    w = arr(rng, (n,), "bfloat16", "gpu")
+    before = [t.clone() for t in (x, r, g, w)]
+    xopsaot.rms_norm(x, w, residual=r)
+    xopsaot.layer_norm(x, w, w, residual=r)
+    xopsaot.norm_gate(x, g, w)
+    xopsaot.group_norm(x.view(3, 17, 241), 17, w[:17], w[:17])
+    import torch
+
+    assert all(torch.equal(t, b) for t, b in zip((x, r, g, w), before))
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_norm_bad_input(rng, where):
+    x, w = arr(rng, (4, 8), "float32", where), arr(rng, (8,), "float32", where)
+    with pytest.raises(ValueError, match=r"rms_norm: weight must have shape \(8,\).*got \(7,\)"):
+        xopsaot.rms_norm(x, w[:7])
+    with pytest.raises(ValueError, match=r"layer_norm: bias must have shape \(8,\)"):
+        xopsaot.layer_norm(x, w, w[:4])
+    with pytest.raises(TypeError, match="layer_norm: weight.dtype is float16 but x.dtype is float32"):
+        xopsaot.layer_norm(x, arr(rng, (8,), "float16", where))
+    with pytest.raises(ValueError, match="rms_norm: residual has shape"):
+        xopsaot.rms_norm(x, w, residual=x[:2])
+    with pytest.raises(ValueError, match="rms_norm: eps must be >= 0"):
+        xopsaot.rms_norm(x, w, eps=-1.0)
+    with pytest.raises(TypeError, match="rms_norm: offset must be a finite float"):
+        xopsaot.rms_norm(x, w, offset=float("inf"))
+    with pytest.raises(ValueError, match="norm_gate: norm is 'batch'; supported: 'rms', 'layer'"):
+        xopsaot.norm_gate(x, x, w, norm="batch")
+    with pytest.raises(ValueError, match="norm_gate: gate_act is 'relu'; supported: 'silu', 'sigmoid'"):
+        xopsaot.norm_gate(x, x, w, gate_act="relu")
+    with pytest.raises(ValueError, match="norm_gate: gate_pos is 'mid'"):
+        xopsaot.norm_gate(x, x, w, gate_pos="mid")
+    with pytest.raises(ValueError, match="norm_gate: gate has shape"):
+        xopsaot.norm_gate(x, x[:, :4], w)
+    with pytest.raises(TypeError, match="norm_gate: gate is required"):
+        xopsaot.norm_gate(x, None, w)
+    with pytest.raises(ValueError, match="group_norm: num_groups is 3; it must be >= 1 and divide the 8 channels"):
+        xopsaot.group_norm(x, 3)
+    with pytest.raises(ValueError, match="group_norm: num_groups is 0"):
+        xopsaot.group_norm(x, 0)
+    with pytest.raises(TypeError, match="group_norm: num_groups must be an int"):
+        xopsaot.group_norm(x, 2.0)
+    with pytest.raises(ValueError, match=r"group_norm: x must be \(N, C, \*\)"):
+        xopsaot.group_norm(w, 1)
+    with pytest.raises(ValueError, match=r"group_norm: weight must have shape \(8,\).*got \(4,\)"):
+        xopsaot.group_norm(x, 2, w[:4])
+    ints = np.arange(8, dtype=np.int32).reshape(2, 4)
+    if where == "gpu":
+        import torch
+
+        ints = torch.from_numpy(ints).cuda()
+    with pytest.raises(TypeError, match="layer_norm: x.dtype is int32; supported: float16, bfloat16, float32"):
+        xopsaot.layer_norm(ints)
+
+
+@pytest.mark.gpu
+def test_every_norm_variant_was_checked():
+    """After the tests above (file order): each row_norm_kernel and group_norm_kernel variant compiled for this GPU
+    ran."""
+    import torch
+
+    arch = torch.cuda.get_device_capability()
+    served = {f"sm_{arch[0]}{arch[1]}a", f"sm_{arch[0]}{arch[1]}", f"sm_{arch[0]}0"}
+    manifest = _library.manifest()
+    archs = [a for a in manifest["archs"] if a in served]
+    wanted = {
+        v["index"]
+        for v in manifest["variants"]
+        if v["arch"] == archs[0] and v["kernel"] in ("row_norm_kernel", "group_norm_kernel")
+    }
+    missing = wanted - GPU_USED
+    labels = [(v["kernel"], v["dtypes"], v["keys"], v["constexprs"], v["aligned"]) for v in manifest["variants"]
+              if v["index"] in missing]  # fmt: skip
+    assert not missing, f"norm variants never exercised: {labels}"
