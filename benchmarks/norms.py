@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -17,30 +16,12 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import bench_queued as bench  # noqa: E402
 from run import copy_bandwidth, environment, host_times_us, warm_up_gpu  # noqa: E402
 
 import xopsaot  # noqa: E402
 
 BF16 = torch.bfloat16
-
-
-def bench(fn, calls: int = 10, reps: int = 30) -> float:
-    """Median device milliseconds per call over bursts of `calls` calls queued behind a sleeping kernel, so the
-    host's launch cost (reported apart, below) never leaves the GPU idle between them: at 4096 x 4096 an op takes
-    about as long on the GPU as a Python call takes on the host."""
-    for _ in range(3):
-        fn()
-    samples = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(2_000_000)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / calls)
-    return statistics.median(samples)
 
 
 def add_rms(x, r, w):

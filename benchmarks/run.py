@@ -42,6 +42,25 @@ def bench(fn, warmup: int = 10, reps: int = 50) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
+def bench_queued(fn, calls: int = 10, reps: int = 30) -> float:
+    """Median device milliseconds per call over bursts of `calls` calls queued behind a sleeping kernel, so the
+    host's launch cost (measured apart by host_times_us) never leaves the GPU idle between them: at 4096 x 4096 a
+    memory-bound op takes about as long on the GPU as a Python call takes on the host."""
+    for _ in range(3):
+        fn()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / calls)
+    return statistics.median(samples)
+
+
 def warm_up_gpu(seconds: float = 2.0) -> None:
     """Run matrix products for a while so clocks have ramped up before the first measurement."""
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)

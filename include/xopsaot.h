@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define XOPSAOT_ABI_VERSION 3 /* 3: xopsaot_norm, xopsaot_group_norm */
+#define XOPSAOT_ABI_VERSION 3 /* 3 added xopsaot_norm, xopsaot_group_norm and the activations */
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -142,6 +142,22 @@ XOPSAOT_API xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_t
 XOPSAOT_API xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight,
                                               const xopsaot_tensor *bias, const xopsaot_tensor *out,
                                               int64_t num_groups, float eps, void *stream);
+
+/* Activations, computed in float32. xopsaot_activation: out = act(x), x and out contiguous, of one shape.
+ * xopsaot_gated_activation: x (rows..., 2d) with a contiguous last dim, out (rows..., d):
+ * out = act(x[..., :d]) * x[..., d:] (silu_and_mul, gelu_and_mul). */
+typedef enum {
+  XOPSAOT_ACT_RELU = 0,
+  XOPSAOT_ACT_GELU = 1,      /* x * Phi(x), with erf */
+  XOPSAOT_ACT_GELU_TANH = 2, /* torch's gelu(approximate="tanh") */
+  XOPSAOT_ACT_SILU = 3,
+  XOPSAOT_ACT_SIGMOID = 4,
+  XOPSAOT_ACT_TANH = 5
+} xopsaot_act;
+XOPSAOT_API xopsaot_status xopsaot_activation(const xopsaot_tensor *x, const xopsaot_tensor *out, int act,
+                                              void *stream);
+XOPSAOT_API xopsaot_status xopsaot_gated_activation(const xopsaot_tensor *x, const xopsaot_tensor *out, int act,
+                                                    void *stream);
 
 /* Softmax over the last dim (any length). x and out: (rows..., n) with a contiguous last dim. */
 XOPSAOT_API xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsaot_tensor *out, void *stream);

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # Relative tolerance by dtype of the result.
@@ -14,16 +16,16 @@ def f64(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-def assert_close(actual, expected: np.ndarray, dtype: str, what: str = "") -> None:
-    """Max error and L2 error, both relative to the reference's scale, within the dtype's tolerance.
-    NaN anywhere fails."""
+def assert_close(actual, expected: np.ndarray, dtype: str, what: str = "", floor: float = 1e-30) -> None:
+    """Max error and L2 error, both relative to the reference's scale (at least `floor`: 1 makes errors absolute
+    for results under 1, as for an activation's tail), within the dtype's tolerance. NaN anywhere fails."""
     a, e = f64(actual), np.asarray(expected, dtype=np.float64)
     assert a.shape == e.shape, f"{what}: shape {a.shape} != {e.shape}"
     assert np.isfinite(a).all(), f"{what}: non-finite values in the result"
-    scale = max(np.abs(e).max(initial=0.0), 1e-30)
+    scale = max(np.abs(e).max(initial=0.0), floor)
     tol = TOLERANCE[dtype]
     max_err = np.abs(a - e).max(initial=0.0) / scale
-    l2_err = np.linalg.norm(a - e) / max(np.linalg.norm(e), 1e-30)
+    l2_err = np.linalg.norm(a - e) / max(np.linalg.norm(e), floor * np.sqrt(e.size), 1e-30)
     assert max_err <= tol and l2_err <= tol, f"{what}: max error {max_err:.2e}, L2 error {l2_err:.2e} > {tol}"
 
 
@@ -65,6 +67,21 @@ def group_norm64(x, groups, w=None, b=None, eps=1e-5):
     shape = (1, c) + (1,) * (x.ndim - 2)
     out = out * f64(w).reshape(shape) if w is not None else out
     return out + f64(b).reshape(shape) if b is not None else out
+
+
+def activation64(x, name):
+    x = f64(x)
+    if name == "relu":
+        return np.maximum(x, 0)
+    if name == "gelu":
+        return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    if name == "gelu_tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    if name == "silu":
+        return x / (1 + np.exp(-x))
+    if name == "sigmoid":
+        return 1 / (1 + np.exp(-x))
+    return np.tanh(x)
 
 
 def softmax64(x, dim=-1):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from arrays import make, torch_or_skip
@@ -11,7 +13,10 @@ from reference64 import assert_close, matmul64, softmax64
 import xopsaot
 from xopsaot import _call
 
-OPS = ["add", "flash_attn", "flash_attn_varlen", "flash_attn_with_kvcache", "matmul", "rms_norm", "softmax"]
+OPS = [  # every op the issues name so far
+    "add", "flash_attn", "flash_attn_varlen", "flash_attn_with_kvcache", "gelu", "gelu_and_mul", "group_norm",
+    "layer_norm", "matmul", "norm_gate", "relu", "rms_norm", "sigmoid", "silu", "silu_and_mul", "softmax", "tanh",
+]  # fmt: skip
 
 
 def test_ops_and_dispatch(rng):
@@ -29,11 +34,7 @@ def test_ops_and_dispatch(rng):
 
 @pytest.mark.parametrize("name", ["nope", "", None, 3])
 def test_dispatch_unknown_op(name):
-    with pytest.raises(
-        ValueError,
-        match="known ops: add, flash_attn, flash_attn_varlen, flash_attn_with_kvcache, group_norm, layer_norm, matmul, "
-        "norm_gate, rms_norm, softmax",
-    ):
+    with pytest.raises(ValueError, match="known ops: " + re.escape(", ".join(xopsaot.ops())) + "$"):
         xopsaot.dispatch(name)
 
 

@@ -172,8 +172,9 @@ def test_every_compiled_variant_was_checked(request):
     ran = {item.originalname for item in request.session.items if item.module is sys.modules[__name__]}
     if not {"test_add", "test_rms_norm", "test_softmax", "test_matmul", "test_flash_attn"} <= ran:
         pytest.skip("the op tests did not all run in this session")
-    # tests/test_attention.py covers these and the alternates, tests/test_norms.py the norm kernels
+    # tests/test_attention.py covers these and the alternates; test_norms.py and test_activations.py their kernels
     covered_elsewhere = {"attn_fwd", "attn_combine", "kv_append", "row_norm_kernel", "group_norm_kernel"}
+    covered_elsewhere |= {"activation_kernel", "gated_activation_kernel"}
     variants = _library.manifest()["variants"]
     missing = {
         i

@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 from ._info import info, preload
 from ._library import XopsaotError
+from ._ops.activation import gelu, gelu_and_mul, relu, sigmoid, silu, silu_and_mul, tanh
 from ._ops.attention import flash_attn, flash_attn_varlen, flash_attn_with_kvcache
 from ._ops.elementwise import add
 from ._ops.matmul import matmul
@@ -26,6 +27,8 @@ __all__ = [
     "flash_attn",
     "flash_attn_varlen",
     "flash_attn_with_kvcache",
+    "gelu",
+    "gelu_and_mul",
     "group_norm",
     "info",
     "layer_norm",
@@ -33,6 +36,11 @@ __all__ = [
     "norm_gate",
     "ops",
     "preload",
+    "relu",
     "rms_norm",
+    "sigmoid",
+    "silu",
+    "silu_and_mul",
     "softmax",
+    "tanh",
 ]

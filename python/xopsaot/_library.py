@@ -90,6 +90,8 @@ SIGNATURES = {
     "xopsaot_rms_norm": [_T, _T, _T, _T, _T, ctypes.c_float, ctypes.c_void_p],
     "xopsaot_norm": [_T] * 7 + [ctypes.POINTER(NormOptions), ctypes.c_void_p],
     "xopsaot_group_norm": [_T] * 4 + [ctypes.c_int64, ctypes.c_float, ctypes.c_void_p],
+    "xopsaot_activation": [_T, _T, ctypes.c_int, ctypes.c_void_p],
+    "xopsaot_gated_activation": [_T, _T, ctypes.c_int, ctypes.c_void_p],
     "xopsaot_softmax": [_T, _T, ctypes.c_void_p],
     "xopsaot_matmul": [_T, _T, _T, ctypes.c_void_p],
     "xopsaot_flash_attn": [_T] * 6 + [_OPTIONS, ctypes.c_void_p],

@@ -1,0 +1,83 @@
+"""Activations: relu, gelu (erf and tanh forms), silu, sigmoid and tanh over flat contiguous tensors, and the gated
+forms act(x[..., :d]) * x[..., d:] (silu_and_mul, gelu_and_mul) over rows. The activation is a run-time code (the
+XOPSAOT_ACT_* values of the C header), uniform over a launch, so one binary per dtype serves all of them."""
+
+import triton
+import triton.language as tl
+
+from aot.spec import Config, Kernel, i32, i64, ptr
+from kernels_src.attention import _tanh
+
+
+@triton.jit
+def _activate(x, act):
+    """act(x) in float32 for a run-time activation code."""
+    if act == 0:
+        y = tl.maximum(x, 0.0)
+    elif act == 1:
+        y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    elif act == 2:
+        # 0.5 * (1 + tanh(u)) = sigmoid(2u): no cancellation where tanh(u) nears -1
+        y = x * tl.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))
+    elif act == 3:
+        y = x * tl.sigmoid(x)
+    elif act == 4:
+        y = tl.sigmoid(x)
+    else:
+        y = _tanh(x)
+    return y
+
+
+@triton.jit
+def activation_kernel(X, Y, n, act, BLOCK: tl.constexpr):
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offsets = start + tl.arange(0, BLOCK)
+    if start + BLOCK <= n:  # every block but the last: unmasked, so accesses vectorize whatever n is
+        x = tl.load(X + offsets).to(tl.float32)
+        tl.store(Y + offsets, _activate(x, act).to(Y.dtype.element_ty))
+    else:
+        mask = offsets < n
+        x = tl.load(X + offsets, mask=mask, other=0.0).to(tl.float32)
+        tl.store(Y + offsets, _activate(x, act).to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def gated_activation_kernel(X, Y, stride_x, stride_y, d, act, BLOCK: tl.constexpr):
+    """Row tl.program_id(0), columns of block tl.program_id(1): y = act(x[:d]) * x[d:2d]."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < d
+    a = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(X + row * stride_x + d + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + row * stride_y + cols, (_activate(a, act) * b).to(Y.dtype.element_ty), mask=mask)
+
+
+KERNELS = [
+    Kernel(
+        fn=activation_kernel,
+        op="activation",
+        args=[ptr("X", "T"), ptr("Y", "T"), i64("n"), i32("act")],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid=["cdiv(n, BLOCK)", "1", "1"],
+        configs=[Config({"BLOCK": 2048}, num_warps=4)],
+    ),
+    Kernel(
+        fn=gated_activation_kernel,
+        op="gated_activation",
+        args=[
+            ptr("X", "T"),
+            ptr("Y", "T"),
+            i64("stride_x", aligned=True),
+            i64("stride_y", aligned=True),
+            i64("d", aligned=True),
+            i32("act"),
+        ],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid_args=[i64("n_rows")],
+        grid=["n_rows", "cdiv(d, BLOCK)", "1"],
+        configs=[
+            Config({"BLOCK": 1024}, num_warps=4, when="d <= 1024"),
+            Config({"BLOCK": 2048}, num_warps=8),
+        ],
+    ),
+]
