@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define XOPSAOT_ABI_VERSION 3 /* 3 added xopsaot_norm, xopsaot_group_norm and the activations */
+#define XOPSAOT_ABI_VERSION 3 /* 3 added the norms, activations and softmax family */
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -161,6 +161,13 @@ XOPSAOT_API xopsaot_status xopsaot_gated_activation(const xopsaot_tensor *x, con
 
 /* Softmax over the last dim (any length). x and out: (rows..., n) with a contiguous last dim. */
 XOPSAOT_API xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsaot_tensor *out, void *stream);
+
+/* The softmax family over the last dim, computed in float32: softmax and log_softmax write out of x's shape
+ * (rows..., n with a contiguous last dim); logsumexp writes one value per row to a contiguous out of shape
+ * (rows...) or (rows..., 1), -inf for rows of no elements or all -inf. */
+typedef enum { XOPSAOT_SOFTMAX = 0, XOPSAOT_LOG_SOFTMAX = 1, XOPSAOT_LOGSUMEXP = 2 } xopsaot_softmax_kind;
+XOPSAOT_API xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_tensor *out, int kind,
+                                                  void *stream);
 
 /* out = a @ b. a (M, K) or (B, M, K), b (K, N) or (B, K, N), out (M, N) or (B, M, N) contiguous; a batch
  * of 1 or a 2-D operand broadcasts. Any strides for a and b. fp16/bf16 on tensor cores, fp32 in fp32. */

@@ -58,7 +58,7 @@ def _to_e4m3(x):
     # subnormals (below 2^-6): multiples of 2^-9, rounded by the 1.5 * 2^23 trick; 8 is the smallest normal
     sub = ((a * 512.0 + 12582912.0) - 12582912.0).to(tl.uint32)
     magnitude = tl.where(a < 0.015625, sub, normal)
-    return (magnitude | tl.where(x < 0, 0x80, 0).to(tl.uint32)).to(tl.uint8)
+    return (magnitude | ((x.to(tl.uint32, bitcast=True) >> 24) & 0x80)).to(tl.uint8)  # the sign bit, -0 too
 
 
 @triton.jit

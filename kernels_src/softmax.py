@@ -1,5 +1,5 @@
-"""Softmax over the last dim, any length: rows up to 8192 are held whole in registers; longer rows take two
-passes (an online max and sum over blocks, then the normalized write)."""
+"""The softmax family over the last dim (softmax, log_softmax, logsumexp), any length: rows up to 8192 are held
+whole in registers; longer rows take two passes (an online max and sum over blocks, then the normalized write)."""
 
 import triton
 import triton.language as tl
@@ -9,7 +9,9 @@ from kernels_src._rows import row_configs
 
 
 @triton.jit
-def softmax_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK_N: tl.constexpr, LOOP: tl.constexpr):
+def softmax_kernel(X, Y, stride_x, stride_y, n_cols, mode, BLOCK_N: tl.constexpr, LOOP: tl.constexpr):
+    """mode 0: softmax, 1: log_softmax (rows of Y like X's), 2: logsumexp (one value per row at Y + row * stride_y).
+    A row of -inf gives logsumexp -inf and NaN softmax / log_softmax, as torch does."""
     row = tl.program_id(0).to(tl.int64)
     X += row * stride_x
     Y += row * stride_y
@@ -17,8 +19,16 @@ def softmax_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK_N: tl.constexpr, LOOP
     if not LOOP:
         mask = cols < n_cols
         x = tl.load(X + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        e = tl.exp(x - tl.max(x, axis=0))
-        tl.store(Y + cols, (e / tl.sum(e, axis=0)).to(Y.dtype.element_ty), mask=mask)
+        row_max = tl.max(x, axis=0)
+        safe = tl.where(row_max == -float("inf"), 0.0, row_max)
+        e = tl.exp(x - safe)
+        total = tl.sum(e, axis=0)
+        if mode == 0:
+            tl.store(Y + cols, (e / total).to(Y.dtype.element_ty), mask=mask)
+        elif mode == 1:
+            tl.store(Y + cols, (x - safe - tl.log(total)).to(Y.dtype.element_ty), mask=mask)
+        else:
+            tl.store(Y, (safe + tl.log(total)).to(Y.dtype.element_ty))
     else:
         # per-lane running max and sum, rescaled as the max grows; combined across lanes at the end
         m = tl.full([BLOCK_N], -float("inf"), dtype=tl.float32)
@@ -27,16 +37,25 @@ def softmax_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK_N: tl.constexpr, LOOP
             c = start + cols
             x = tl.load(X + c, mask=c < n_cols, other=-float("inf")).to(tl.float32)
             m_new = tl.maximum(m, x)
-            safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-            s = s * tl.exp(m - safe) + tl.exp(x - safe)
+            lane_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+            s = s * tl.exp(m - lane_safe) + tl.exp(x - lane_safe)
             m = m_new
         row_max = tl.max(m, axis=0)
-        total = tl.sum(s * tl.exp(m - row_max), axis=0)
-        for start in range(0, n_cols, BLOCK_N):
-            c = start + cols
-            mask = c < n_cols
-            x = tl.load(X + c, mask=mask, other=-float("inf")).to(tl.float32)
-            tl.store(Y + c, (tl.exp(x - row_max) / total).to(Y.dtype.element_ty), mask=mask)
+        safe = tl.where(row_max == -float("inf"), 0.0, row_max)
+        total = tl.sum(s * tl.exp(m - safe), axis=0)
+        if mode == 2:
+            tl.store(Y, (safe + tl.log(total)).to(Y.dtype.element_ty))
+        else:
+            log_total = tl.log(total)
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                mask = c < n_cols
+                x = tl.load(X + c, mask=mask, other=-float("inf")).to(tl.float32)
+                if mode == 0:
+                    y = tl.exp(x - safe) / total
+                else:
+                    y = x - safe - log_total
+                tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask)
 
 
 KERNELS = [
@@ -49,6 +68,7 @@ KERNELS = [
             i64("stride_x", aligned=True),
             i64("stride_y", aligned=True),
             i32("n_cols", aligned=True),
+            i32("mode"),
         ],
         keys={"T": ["fp16", "bf16", "fp32"]},
         grid_args=[i64("n_rows")],

@@ -15,7 +15,8 @@ from xopsaot import _call
 
 OPS = [  # every op the issues name so far
     "add", "flash_attn", "flash_attn_varlen", "flash_attn_with_kvcache", "gelu", "gelu_and_mul", "group_norm",
-    "layer_norm", "matmul", "norm_gate", "relu", "rms_norm", "sigmoid", "silu", "silu_and_mul", "softmax", "tanh",
+    "layer_norm", "log_softmax", "logsumexp", "matmul", "norm_gate", "relu", "rms_norm", "sigmoid", "silu",
+    "silu_and_mul", "softmax", "tanh",
 ]  # fmt: skip
 
 

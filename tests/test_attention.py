@@ -386,6 +386,7 @@ def test_fp8_codec_matches_ml_dtypes(rng):
     np.testing.assert_array_equal(e4m3_to_float32(codes), codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32))
     values = (rng.standard_normal(1_000_000) * np.exp2(rng.integers(-12, 9, 1_000_000))).astype(np.float32)
     values = values[np.abs(values) <= 448]  # ml_dtypes turns larger values into NaN; ours saturate (below)
+    values = np.concatenate([values, np.array([0.0, -0.0, -1e-30, 1e-30], np.float32)])  # zeros keep their sign
     np.testing.assert_array_equal(float32_to_e4m3(values), values.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
     np.testing.assert_array_equal(float32_to_e4m3(np.array([500.0, -1e4], np.float32)), [0x7E, 0xFE])
 

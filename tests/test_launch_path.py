@@ -622,6 +622,22 @@ def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
             "b must be contiguous along one of its last two dims",
         ),
         (
+            lambda: raw_call("xopsaot_softmax_family", descriptor((4, 8)), descriptor((4, 8)), scalars=(3, 0)),
+            "kind is 3; supported: 0 (softmax), 1 (log_softmax), 2 (logsumexp)",
+        ),
+        (
+            lambda: raw_call("xopsaot_softmax_family", descriptor((4, 8)), descriptor((4, 2)), scalars=(2, 0)),
+            "logsumexp: out must be contiguous, of x's shape with its last dim dropped or 1",
+        ),
+        (
+            lambda: raw_call("xopsaot_activation", descriptor((4, 8)), descriptor((4, 8)), scalars=(6, 0)),
+            "act is 6; supported: 0 (relu) to 5 (tanh)",
+        ),
+        (
+            lambda: raw_call("xopsaot_gated_activation", descriptor((4, 8)), descriptor((4, 8)), scalars=(3, 0)),
+            "must be even and out must be x's shape with half of it",
+        ),
+        (
             lambda: raw_call("xopsaot_softmax", descriptor((4, 8), strides=(8, 2)), descriptor((4, 8))),
             "x must be contiguous in its last dim",
         ),

@@ -1,21 +1,43 @@
-/* softmax over the last dim. */
+/* The softmax family over the last dim: softmax, log_softmax, logsumexp. */
 #include "xk_kernels.h"
 
-xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsaot_tensor *out, void *stream) {
+xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_tensor *out, int kind, void *stream) {
   static const char op[] = "softmax";
   int64_t rows, out_rows, stride_x, stride_y;
+  if (kind < XOPSAOT_SOFTMAX || kind > XOPSAOT_LOGSUMEXP)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "softmax: kind is %d; supported: 0 (softmax), 1 (log_softmax), "
+                   "2 (logsumexp)", kind);
   XO_TRY(xo_check_tensor(x, op, "x", -1));
   XO_TRY(xo_check_tensor(out, op, "out", -1));
-  XO_TRY(xo_check_same_shape(x, out, op, "x", "out"));
   XO_TRY(xo_check_dtype(out, x->dtype, op, "out"));
   XO_TRY(xo_check_same_device(x, out, op, "x", "out"));
-  XO_TRY(xo_rows(x, op, "x", &rows, &stride_x));
-  XO_TRY(xo_rows(out, op, "out", &out_rows, &stride_y));
-  int64_t n = x->shape[x->ndim - 1];
+  if (x->ndim < 1) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "softmax: x must have at least 1 dim");
+  const int64_t n = x->shape[x->ndim - 1];
+  rows = 0, stride_x = 0;
+  if (xo_numel(x) > 0) XO_TRY(xo_rows(x, op, "x", &rows, &stride_x)); /* an empty x reads nothing */
+  if (kind == XOPSAOT_LOGSUMEXP) { /* out: one value per row, contiguous, x's shape with its last dim dropped or 1 */
+    const int kept = out->ndim == x->ndim;
+    int same = (out->ndim == x->ndim - 1 || (kept && out->shape[out->ndim - 1] == 1));
+    for (int i = 0; same && i + 1 < x->ndim; ++i) same = out->shape[i] == x->shape[i];
+    if (!same || !xo_is_contiguous(out))
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "logsumexp: out must be contiguous, of x's shape with its last "
+                     "dim dropped or 1");
+    rows = xo_numel(out); /* also when n == 0: every row's logsumexp is then -inf */
+    stride_y = 1;
+  } else {
+    XO_TRY(xo_check_same_shape(x, out, op, "x", "out"));
+    if (xo_numel(x) == 0) return XOPSAOT_SUCCESS;
+    XO_TRY(xo_rows(out, op, "out", &out_rows, &stride_y));
+  }
   if (n > INT32_MAX) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "softmax: rows of %lld elements are too long", (long long)n);
   XO_TRY(xo_require_key(&xk_softmax_kernel, XK_SOFTMAX_KERNEL_KEY_T, x->dtype, "softmax: dtype"));
-  if (n == 0) return XOPSAOT_SUCCESS;
-  xk_softmax_kernel_args args = {x->data, out->data, stride_x, stride_y, (int32_t)n, rows};
+  if (rows == 0) return XOPSAOT_SUCCESS;
+  xk_softmax_kernel_args args = {.X = x->data, .Y = out->data, .stride_x = stride_x, .stride_y = stride_y,
+                                 .n_cols = (int32_t)n, .mode = kind, .n_rows = rows};
   xk_softmax_kernel_keys keys = {x->dtype};
   return xo_launch(&xk_softmax_kernel, &keys.T, &args, x->device, stream);
+}
+
+xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsaot_tensor *out, void *stream) {
+  return xopsaot_softmax_family(x, out, XOPSAOT_SOFTMAX, stream);
 }

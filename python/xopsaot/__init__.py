@@ -17,7 +17,7 @@ from ._ops.attention import flash_attn, flash_attn_varlen, flash_attn_with_kvcac
 from ._ops.elementwise import add
 from ._ops.matmul import matmul
 from ._ops.norm import group_norm, layer_norm, norm_gate, rms_norm
-from ._ops.softmax import softmax
+from ._ops.softmax import log_softmax, logsumexp, softmax
 from ._registry import dispatch, ops
 
 __all__ = [
@@ -32,6 +32,8 @@ __all__ = [
     "group_norm",
     "info",
     "layer_norm",
+    "log_softmax",
+    "logsumexp",
     "matmul",
     "norm_gate",
     "ops",

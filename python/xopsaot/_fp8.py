@@ -30,4 +30,4 @@ def float32_to_e4m3(x: np.ndarray) -> np.ndarray:
     normal = ((u + 0x7FFFF + ((u >> 20) & 1)) >> 20) - (120 << 3)
     subnormal = np.rint(a.astype(np.float64) * 512).astype(np.int64)  # multiples of 2^-9, ties to even
     magnitude = np.where(a < 2.0**-6, subnormal, normal)
-    return (magnitude | np.where(x < 0, 0x80, 0)).astype(np.uint8)
+    return (magnitude | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)  # -0 and values rounding to 0 keep it

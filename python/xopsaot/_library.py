@@ -93,6 +93,7 @@ SIGNATURES = {
     "xopsaot_activation": [_T, _T, ctypes.c_int, ctypes.c_void_p],
     "xopsaot_gated_activation": [_T, _T, ctypes.c_int, ctypes.c_void_p],
     "xopsaot_softmax": [_T, _T, ctypes.c_void_p],
+    "xopsaot_softmax_family": [_T, _T, ctypes.c_int, ctypes.c_void_p],
     "xopsaot_matmul": [_T, _T, _T, ctypes.c_void_p],
     "xopsaot_flash_attn": [_T] * 6 + [_OPTIONS, ctypes.c_void_p],
     "xopsaot_flash_attn_varlen": [_T] * 8 + [ctypes.c_int, ctypes.c_int, _OPTIONS, ctypes.c_void_p],

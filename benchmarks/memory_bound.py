@@ -1,7 +1,8 @@
-"""Activations on a CUDA GPU against torch eager (the unfused sequence for the gated ones), torch.compile of the
-same function and the measured copy bandwidth, in the same run. Writes <out>/<device>-<date>-activations.{json,md}.
+"""Activations and the softmax family on a CUDA GPU against torch eager (the unfused sequence for the gated
+activations), torch.compile of the same function and the measured copy bandwidth, in the same run. Writes
+<out>/<device>-<date>-memory-bound.{json,md}. (The norms have their own script, benchmarks/norms.py.)
 
-    python benchmarks/activations.py --out benchmarks/results
+    python benchmarks/memory_bound.py --out benchmarks/results
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def gelu_and_mul(x):
     return F.gelu(x[..., :d]) * x[..., d:]
 
 
-CASES = {  # name -> (ours, torch function, bytes per element of x moved: read x + write the output)
+CASES = {  # name -> (ours, torch function, passes over x's bytes: x read once plus the output written once)
     "relu": (xopsaot.relu, F.relu, 2.0),
     "gelu": (xopsaot.gelu, F.gelu, 2.0),
     "gelu tanh": (lambda x: xopsaot.gelu(x, "tanh"), lambda x: F.gelu(x, approximate="tanh"), 2.0),
@@ -40,6 +41,9 @@ CASES = {  # name -> (ours, torch function, bytes per element of x moved: read x
     "tanh": (xopsaot.tanh, torch.tanh, 2.0),
     "silu_and_mul": (xopsaot.silu_and_mul, silu_and_mul, 1.5),
     "gelu_and_mul": (xopsaot.gelu_and_mul, gelu_and_mul, 1.5),
+    "softmax": (xopsaot.softmax, lambda x: torch.softmax(x, -1), 2.0),
+    "log_softmax": (xopsaot.log_softmax, lambda x: torch.log_softmax(x, -1), 2.0),
+    "logsumexp": (lambda x: xopsaot.logsumexp(x, -1), lambda x: torch.logsumexp(x, -1), 1.0),
 }
 
 
@@ -68,13 +72,13 @@ def main() -> None:
             print(f"{name} {m}x{n}: {row['xopsaot_tbps']:.2f} TB/s, eager {row['torch_eager_tbps']:.2f}", flush=True)
     env = results["environment"]
     lines = [
-        f"# Activations, {env['device']}, {env['date']}",
+        f"# Activations and the softmax family, {env['device']}, {env['date']}",
         "",
         f"torch {env['torch']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with Triton "
         f"{env['xopsaot_built_with_triton']}), torch.compile with Triton {env['triton_on_device']}. "
         f"Copy bandwidth {results['copy_tbps']:.2f} TB/s.",
         "",
-        "Command: `python benchmarks/activations.py --out benchmarks/results`; raw numbers in the JSON beside it.",
+        "Command: `python benchmarks/memory_bound.py --out benchmarks/results`; raw numbers in the JSON beside it.",
         "Device time per call (bursts of ten calls queued behind a sleeping kernel); TB/s counts x read once and the",
         "output written once; eager runs torch's unfused sequence for the gated ops (slice, activation, multiply).",
         "",
@@ -92,8 +96,8 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     stem = ("h100" if "H100" in env["device"] else "gpu") + "-" + env["date"]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}-activations.json").write_text(json.dumps(results, indent=1))
-    (args.out / f"{stem}-activations.md").write_text(text)
+    (args.out / f"{stem}-memory-bound.json").write_text(json.dumps(results, indent=1))
+    (args.out / f"{stem}-memory-bound.md").write_text(text)
     print(text)
 
 

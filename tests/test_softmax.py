@@ -1,0 +1,85 @@
+"""The softmax family (softmax, log_softmax, logsumexp) against float64 references, on the CPU path (NumPy) and on
+the GPU (marker gpu, outputs poisoned with NaN): every dtype, any dim, lengths at the kernels' block edges and past
+the looping threshold (100k+), keepdim, rows of -inf and empty dims (torch's results), views, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from arrays import make
+from reference64 import assert_close, f64
+
+import xopsaot
+
+PATHS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+DTYPES = ["float16", "bfloat16", "float32"]
+
+
+def arr(rng, shape, dtype, where, scale=1.0):
+    device = None if where == "cpu" else "cuda"
+    return make(rng, shape, dtype, "numpy" if where == "cpu" else "torch", scale, device=device)
+
+
+def host(x):
+    if hasattr(x, "detach"):
+        __import__("torch").cuda.synchronize()
+    return f64(x)
+
+
+def family64(x, dim, kind, keepdim=False):
+    x = f64(x)
+    top = x.max(axis=dim, keepdims=True)
+    lse = top + np.log(np.exp(x - top).sum(axis=dim, keepdims=True))
+    if kind == "softmax":
+        return np.exp(x - lse)
+    if kind == "log_softmax":
+        return x - lse
+    return lse if keepdim else np.squeeze(lse, axis=dim)
+
+
+@pytest.mark.parametrize("where", PATHS)
+@pytest.mark.parametrize("kind", ["softmax", "log_softmax", "logsumexp"])
+def test_softmax_family(request, rng, where, kind):
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    op = getattr(xopsaot, kind)
+    cases = [((1,), 0), ((3, 17), -1), ((2, 8193), 1), ((4, 100_003), 1), ((6, 5, 7), 1), ((2, 9), 0), ((5, 4096), 1)]
+    for dtype in DTYPES:
+        for shape, dim in cases:
+            x = arr(rng, shape, dtype, where, scale=3.0)
+            for keepdim in (False, True) if kind == "logsumexp" else (False,):
+                out = op(x, dim, keepdim=keepdim) if kind == "logsumexp" else op(x, dim=dim)
+                ref = family64(x, dim % len(shape), kind, keepdim)
+                assert out.shape == ref.shape and out.dtype == x.dtype, (kind, shape, dim, keepdim)
+                # log-domain results near 0 are compared in absolute terms (floor 1)
+                assert_close(host(out), ref, dtype, f"{kind} {dtype} {shape} dim={dim} keepdim={keepdim}", floor=1.0)
+        wide = arr(rng, (4, 600), dtype, where, scale=3.0)
+        for what, view in (("row-strided", wide[:, :300]), ("strided", wide[:, ::2]), ("transposed", wide.T)):
+            out = op(view, -1) if kind == "logsumexp" else op(view, dim=-1)
+            assert_close(host(out), family64(view, view.ndim - 1, kind), dtype, f"{kind} {what}", floor=1.0)
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_softmax_family_edges(rng, where):
+    """Rows of -inf and empty dims give torch's results: NaN softmax and log_softmax, logsumexp -inf."""
+    x = arr(rng, (3, 40), "float32", where)
+    x[1] = -float("inf")
+    lse = host(xopsaot.logsumexp(x, 1))
+    assert np.isneginf(lse[1]) and np.isfinite(lse[[0, 2]]).all()
+    assert np.isnan(host(xopsaot.softmax(x))[1]).all() and np.isnan(host(xopsaot.log_softmax(x))[1]).all()
+    for n_rows, n in ((0, 5), (3, 0)):
+        empty = arr(rng, (n_rows, n), "float32", where)
+        out = host(xopsaot.logsumexp(empty, 1))
+        assert out.shape == (n_rows,) and np.isneginf(out).all()
+        assert host(xopsaot.softmax(empty)).shape == (n_rows, n)
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_softmax_family_bad_input(rng, where):
+    x = arr(rng, (3, 4), "float32", where)
+    with pytest.raises(ValueError, match=r"logsumexp: dim 2 is out of range for 2 dims \(expected -2 to 1\)"):
+        xopsaot.logsumexp(x, 2)
+    with pytest.raises(TypeError, match="log_softmax: dim must be an int, got 1.5"):
+        xopsaot.log_softmax(x, 1.5)
+    with pytest.raises(TypeError, match="logsumexp: keepdim must be a bool, got 'yes'"):
+        xopsaot.logsumexp(x, 1, keepdim="yes")
