@@ -8,7 +8,6 @@ padded dense kernel. Writes <out>/<device>-<date>-attention-family.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import bench, copy_bandwidth, environment, warm_up_gpu  # noqa: E402
+from run import bench, copy_bandwidth, environment, results_stem, warm_up_gpu, write_results  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -238,14 +237,9 @@ def main() -> None:
     results["decode"] = decode(args.quick)
     results["prefill"] = prefill(args.quick)
     results["varlen"] = varlen()
-    device = results["environment"]["device"]
-    stem = (
-        ("h100" if "H100" in device else "h200" if "H200" in device else "gpu") + "-" + results["environment"]["date"]
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}-attention-family.json").write_text(json.dumps(results, indent=1))
-    (args.out / f"{stem}-attention-family.md").write_text(markdown(results))
-    plots(results, args.out / f"{stem}-attention-family.png")
+    stem = results_stem(results["environment"], "attention-family")
+    write_results(args.out, stem, results, markdown(results))
+    plots(results, args.out / f"{stem}.png")
     print(markdown(results))
 
 

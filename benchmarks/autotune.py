@@ -65,7 +65,7 @@ def main() -> None:
         print(json.dumps(measure()))
         return
     sys.path.insert(0, str(HERE))
-    from run import environment
+    from run import environment, results_stem, write_results
 
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "autotune.tsv"
@@ -100,10 +100,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        stem = ("h100" if "H100" in env["device"] else "h200" if "H200" in env["device"] else "gpu") + "-" + env["date"]
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{stem}-autotune.json").write_text(json.dumps(result, indent=1))
-        (args.out / f"{stem}-autotune.md").write_text(text)
+        write_results(args.out, results_stem(env, "autotune"), result, text)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ activations), torch.compile of the same function and the measured copy bandwidth
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import bench_queued as bench  # noqa: E402
-from run import copy_bandwidth, environment, warm_up_gpu  # noqa: E402
+from run import copy_bandwidth, environment, results_stem, warm_up_gpu, write_results  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -94,10 +93,7 @@ def main() -> None:
             f"{r['torch_eager_ms'] / r['xopsaot_ms']:.2f}x | {vs_comp} |"
         )
     text = "\n".join(lines) + "\n"
-    stem = ("h100" if "H100" in env["device"] else "gpu") + "-" + env["date"]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}-memory-bound.json").write_text(json.dumps(results, indent=1))
-    (args.out / f"{stem}-memory-bound.md").write_text(text)
+    write_results(args.out, results_stem(env, "memory-bound"), results, text)
     print(text)
 
 

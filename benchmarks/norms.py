@@ -8,7 +8,6 @@ Writes <out>/<device>-<date>-norms.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import bench_queued as bench  # noqa: E402
-from run import copy_bandwidth, environment, host_times_us, warm_up_gpu  # noqa: E402
+from run import copy_bandwidth, environment, host_times_us, results_stem, warm_up_gpu, write_results  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -174,13 +173,7 @@ def main() -> None:
     results["rows"] = [row for shape in shapes for row in row_results(shape, results["copy_tbps"], compiled)]
     results["rows"] += group_norm_results(results["copy_tbps"], compiled)
     results["host_us"] = host_results()
-    device = results["environment"]["device"]
-    stem = (
-        ("h100" if "H100" in device else "h200" if "H200" in device else "gpu") + "-" + results["environment"]["date"]
-    )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}-norms.json").write_text(json.dumps(results, indent=1))
-    (args.out / f"{stem}-norms.md").write_text(markdown(results))
+    write_results(args.out, results_stem(results["environment"], "norms"), results, markdown(results))
     print(markdown(results))
 
 

@@ -265,6 +265,20 @@ def matmul(quick: bool) -> list[dict]:
     return rows
 
 
+def results_stem(env: dict, what: str = "") -> str:
+    """<device model>-<date>[-<what>]: the name results files share (h100-2026-11-22-norms.md)."""
+    device = env["device"].upper()
+    model = next((m for m in ("H100", "H200", "B200", "A100", "L40S", "L4") if m in device), "gpu").lower()
+    return f"{model}-{env['date']}" + (f"-{what}" if what else "")
+
+
+def write_results(out: Path, stem: str, results: dict, markdown_text: str) -> None:
+    """<out>/<stem>.json (the raw numbers) and <out>/<stem>.md (the table)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(markdown_text)
+
+
 def environment() -> dict:
     props = torch.cuda.get_device_properties(0)
     try:
@@ -417,11 +431,8 @@ def main() -> None:
     results["memory_bound"] = memory_bound(results["copy_tbps"], args.quick)
     results["attention"] = attention(args.quick)
     results["matmul"] = matmul(args.quick)
-    device = results["environment"]["device"].upper()
-    model = next((m for m in ("H100", "H200", "B200", "A100", "L40S", "L4") if m in device), "gpu").lower()
-    stem = args.name or f"{model}-{results['environment']['date']}"
-    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1) + "\n")
-    (args.out / f"{stem}.md").write_text(markdown(results))
+    stem = args.name or results_stem(results["environment"])
+    write_results(args.out, stem, results, markdown(results))
     plots(results, args.out, stem)
     print(markdown(results))
 

@@ -33,3 +33,36 @@ def make(rng: np.random.Generator, shape, dtype: str, kind: str = "numpy", scale
 
 def dtype_of(x) -> str:
     return str(x.dtype).replace("torch.", "")
+
+
+def on_path(rng: np.random.Generator, shape, dtype: str, where: str, scale: float = 1.0):
+    """A random array for the tests of both paths: NumPy for "cpu", a torch CUDA tensor for "gpu"."""
+    if where == "cpu":
+        return make(rng, shape, dtype, "numpy", scale)
+    return make(rng, shape, dtype, "torch", scale, device="cuda")
+
+
+def host64(x) -> np.ndarray:
+    """A result as float64 NumPy, after the GPU's work on it has finished."""
+    if hasattr(x, "detach"):
+        torch = torch_or_skip()
+        torch.cuda.synchronize()
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def unexercised(kernels, used: set) -> list:
+    """Labels of the variants of `kernels` compiled for this GPU's arch (alternates aside: the autotune test runs
+    those) whose index is not in `used`, the indices the tests saw through _library.last_variant()."""
+    torch = torch_or_skip()
+    from xopsaot import _library
+
+    major, minor = torch.cuda.get_device_capability()
+    served = {f"sm_{major}{minor}a", f"sm_{major}{minor}", f"sm_{major}0"}
+    manifest = _library.manifest()
+    arch = [a for a in manifest["archs"] if a in served][0]
+    return [
+        (v["kernel"], v["dtypes"], v["keys"], v["constexprs"], v["aligned_args"])
+        for v in manifest["variants"]
+        if v["arch"] == arch and v["kernel"] in kernels and v["alternate_of"] is None and v["index"] not in used
+    ]

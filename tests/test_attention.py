@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from arrays import make
+from arrays import on_path as arr
+from arrays import unexercised
 from reference64 import assert_close, assert_lse_close, attention64, varlen_pieces
 
 import xopsaot
@@ -17,12 +18,6 @@ from xopsaot import _library
 
 PATHS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 GPU_USED: set[int] = set()
-
-
-def arr(rng, shape, dtype, where, scale=1.0):
-    if where == "cpu":
-        return make(rng, shape, dtype, "numpy", scale)
-    return make(rng, shape, dtype, "torch", scale, device="cuda")
 
 
 def ints(values, where):
@@ -555,22 +550,8 @@ def test_autotune_alternates_compute_the_same(rng, tmp_path):
 
 
 @pytest.mark.gpu
-def test_every_attention_variant_was_checked(request):
+def test_every_attention_variant_was_checked():
     """After the tests above (file order): each attn_fwd, attn_fwd_tma and attn_combine variant compiled for this
     GPU ran (kv_append is checked through the cache contents, which each append test compares exactly)."""
-    import torch
-
-    arch = torch.cuda.get_device_capability()
-    served = {f"sm_{arch[0]}{arch[1]}a", f"sm_{arch[0]}{arch[1]}", f"sm_{arch[0]}0"}
-    manifest = _library.manifest()
-    archs = [a for a in manifest["archs"] if a in served]
-    wanted = {
-        v["index"]
-        for v in manifest["variants"]
-        if v["arch"] == archs[0]
-        and v["kernel"] in ("attn_fwd", "attn_fwd_tma", "attn_combine")
-        and v["alternate_of"] is None  # test_autotune_alternates_compute_the_same runs those
-    }
-    missing = wanted - GPU_USED
-    labels = [(v["kernel"], v["dtypes"], v["constexprs"]) for v in manifest["variants"] if v["index"] in missing]
-    assert not missing, f"attention variants never exercised: {labels}"
+    missing = unexercised({"attn_fwd", "attn_fwd_tma", "attn_combine"}, GPU_USED)
+    assert not missing, f"attention variants never exercised: {missing}"

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from arrays import make
+from arrays import host64 as host
+from arrays import on_path as arr
+from arrays import unexercised
 from reference64 import assert_close, group_norm64, norm64
 
 import xopsaot
@@ -18,21 +20,6 @@ GPU_USED: set[int] = set()
 # Row lengths: each compiled block (256, 1024, 4096, 8192, looping) with rows aligned to 16 elements and not.
 LENGTHS_GPU = [1, 17, 256, 1000, 1024, 3000, 4096, 4097, 8192, 12288, 100_003]
 LENGTHS_CPU = [1, 17, 4097, 100_003]
-
-
-def arr(rng, shape, dtype, where, scale=1.0):
-    if where == "cpu":
-        return make(rng, shape, dtype, "numpy", scale)
-    return make(rng, shape, dtype, "torch", scale, device="cuda")
-
-
-def host(x):
-    if hasattr(x, "detach"):
-        import torch
-
-        torch.cuda.synchronize()
-        return x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 def ran(where):
@@ -227,18 +214,5 @@ def test_norm_bad_input(rng, where):
 def test_every_norm_variant_was_checked():
     """After the tests above (file order): each row_norm_kernel and group_norm_kernel variant compiled for this GPU
     ran."""
-    import torch
-
-    arch = torch.cuda.get_device_capability()
-    served = {f"sm_{arch[0]}{arch[1]}a", f"sm_{arch[0]}{arch[1]}", f"sm_{arch[0]}0"}
-    manifest = _library.manifest()
-    archs = [a for a in manifest["archs"] if a in served]
-    wanted = {
-        v["index"]
-        for v in manifest["variants"]
-        if v["arch"] == archs[0] and v["kernel"] in ("row_norm_kernel", "group_norm_kernel")
-    }
-    missing = wanted - GPU_USED
-    labels = [(v["kernel"], v["dtypes"], v["keys"], v["constexprs"], v["aligned"]) for v in manifest["variants"]
-              if v["index"] in missing]  # fmt: skip
-    assert not missing, f"norm variants never exercised: {labels}"
+    missing = unexercised({"row_norm_kernel", "group_norm_kernel"}, GPU_USED)
+    assert not missing, f"norm variants never exercised: {missing}"

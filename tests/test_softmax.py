@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from arrays import make
+from arrays import host64 as host
+from arrays import on_path as arr
 from reference64 import assert_close, f64
 
 import xopsaot
 
 PATHS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 DTYPES = ["float16", "bfloat16", "float32"]
-
-
-def arr(rng, shape, dtype, where, scale=1.0):
-    device = None if where == "cpu" else "cuda"
-    return make(rng, shape, dtype, "numpy" if where == "cpu" else "torch", scale, device=device)
-
-
-def host(x):
-    if hasattr(x, "detach"):
-        __import__("torch").cuda.synchronize()
-    return f64(x)
 
 
 def family64(x, dim, kind, keepdim=False):

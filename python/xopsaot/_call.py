@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _library, _plans
-from ._arrays import Framework, View, framework_of
+from ._arrays import Framework, View, framework_of, rows_view_ok
 
 BACKENDS = ("auto", "cpu", "cuda")
 # Read once, when xopsaot is imported (a per-call environment lookup costs more than a launch's bookkeeping).
@@ -55,6 +55,10 @@ class Call:
 
     def contiguous(self, view: View) -> View:
         return self.framework.ensure_contiguous(view)
+
+    def rows(self, view: View) -> View:
+        """The view itself when a row kernel can read it as (rows, n) with one row stride, else a contiguous copy."""
+        return view if rows_view_ok(view.shape, view.strides) else self.contiguous(view)
 
     def empty(self, shape, dtype: str) -> View:
         out = self.framework.empty(tuple(shape), dtype, self.device)

@@ -8,7 +8,6 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _checks as check
-from .._arrays import rows_view_ok
 from .._call import resolve
 from .._registry import register
 
@@ -72,8 +71,7 @@ def _gated(op: str, name: str, x: Any, backend: Optional[str]) -> Any:
     if not call.on_gpu:
         host = call.host(vx)
         return call.result(activation_reference(host[..., :d], name) * host[..., d:].astype(np.float32), vx.dtype)
-    if not rows_view_ok(vx.shape, vx.strides):
-        vx = call.contiguous(vx)
+    vx = call.rows(vx)
     out = call.empty(vx.shape[:-1] + (d,), vx.dtype)
     call.launch("xopsaot_gated_activation", (vx, out), CODES[name])
     return out.obj

@@ -8,8 +8,8 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _checks as check
-from .._arrays import View, rows_view_ok
-from .._call import Call, resolve
+from .._arrays import View
+from .._call import resolve
 from .._library import NormOptions
 from .._registry import register
 
@@ -86,13 +86,6 @@ def _check_vectors(op: str, vx: View, n: int, what: str, **vectors: Optional[Vie
             raise ValueError(f"{op}: {name} must have shape ({n},) to match {what}, got {check.shape_text(v.shape)}")
 
 
-def _rows(call: Call, view: Optional[View]) -> Optional[View]:
-    """The view itself when the kernel can read it as rows with one stride, else a contiguous copy."""
-    if view is None or rows_view_ok(view.shape, view.strides):
-        return view
-    return call.contiguous(view)
-
-
 def _row_norm(
     op: str, backend: Optional[str], x: Any, weight: Any, bias: Any, eps: Any, norm: str, offset: Any,
     residual: Any = None, gate: Any = None, gate_act: str = "silu", gate_pos: str = "pre",
@@ -112,7 +105,7 @@ def _row_norm(
         y, h = row_norm_reference(*host[:3], eps, norm, offset, host[3], host[4], gate_act, gate_pos)
         y = call.result(y, vx.dtype)
         return y if h is None else (y, call.result(h, vx.dtype))
-    vx, vr, vg = _rows(call, vx), _rows(call, vr), _rows(call, vg)
+    vx, vr, vg = (None if v is None else call.rows(v) for v in (vx, vr, vg))
     vw = None if vw is None else call.contiguous(vw)
     vb = None if vb is None else call.contiguous(vb)
     out = call.empty_like(vx)

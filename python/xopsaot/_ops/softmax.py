@@ -8,7 +8,6 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _checks as check
-from .._arrays import rows_view_ok
 from .._call import resolve
 from .._registry import register
 
@@ -50,8 +49,7 @@ def _run(op: str, x: Any, dim: Any, keepdim: bool, backend: Optional[str]) -> An
     last = vx.ndim - 1
     if dim != last:  # the kernel reduces contiguous rows: bring dim last
         vx = fw.view(fw.moveaxis(vx.obj, dim, last))
-    if not rows_view_ok(vx.shape, vx.strides):
-        vx = call.contiguous(vx)
+    vx = call.rows(vx)
     if op == "logsumexp":
         out = call.empty(vx.shape[:-1] + ((1,) if keepdim else ()), vx.dtype)
     else:
