@@ -1,0 +1,45 @@
+"""Time every compiled attn_fwd_tma config (bf16) on the prefill shapes, each forced through an autotune cache file
+(needs the configs to compare listed as tma_tiles alternates in kernels_src/attention_tuning.json).
+
+    python3 benchmarks/experiments/tma_configs.py
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import xopsaot
+from xopsaot import _library
+
+CHILD = r"""
+import sys
+sys.path.insert(0, "benchmarks")
+import torch, xopsaot
+from run import bench
+dim = int(sys.argv[1]); heads = 4096 // dim
+out = []
+for seqlen in (4096, 8192, 16384):
+    batch = max(1, 16384 // seqlen)
+    q, k, v = (torch.randn(batch, seqlen, heads, dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for causal in (False, True):
+        flops = 4 * batch * heads * seqlen * seqlen * dim / (2 if causal else 1)
+        ms = min(bench(lambda: xopsaot.flash_attn(q, k, v, causal=causal), reps=30) for _ in range(2))
+        out.append("%.0f" % (flops / ms / 1e9))
+print(" ".join(out))
+"""
+
+m = _library.manifest()
+dev = xopsaot.info()["devices"][0]["name"]
+by = {v["index"]: v for v in m["variants"]}
+for dim in (64, 128):
+    vs = [v for v in m["variants"] if v["label"].startswith(f"attn_fwd_tma/sm_90/bf16/BLOCK_D={dim}/")]
+    prim = [v for v in vs if v["alternate_of"] is None][0]
+    print(f"d{dim}: seqlen 4k 4k-causal 8k 8k-causal 16k 16k-causal", flush=True)
+    for v in vs:
+        with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+            if v is not prim:
+                f.write(f"{dev}\t{prim['label']}\t{v['when']}\t{v['label']}\n")
+        env = {**os.environ, "XOPSAOT_AUTOTUNE": "1" if v is not prim else "0", "XOPSAOT_AUTOTUNE_CACHE": f.name}
+        r = subprocess.run([sys.executable, "-c", CHILD, str(dim)], env=env, capture_output=True, text=True)
+        print("  ", v["label"].split("/", 4)[4], r.stdout.strip() or r.stderr[-500:], flush=True)
