@@ -67,6 +67,10 @@ def main() -> int:
     (x, x64), (r, r64), (w, w64) = arr(64, 4096), arr(64, 4096), arr(4096)
     (a, a64), (b, b64) = arr(512, 384), arr(384, 256)
     h64 = x64 + r64
+    angles = rng.uniform(-np.pi, np.pi, (1000, 64))
+    (cos, c64), (sin, s64) = [((make(t.astype(dtype)) if make else t.astype(dtype)), t.astype(dtype).astype(np.float64))
+                              for t in (np.cos(angles), np.sin(angles))]  # fmt: skip
+    c64, s64 = c64[None, :, None, :], s64[None, :, None, :]
     cases = [
         ("add", lambda: xopsaot.add(x, r), x64 + r64),
         (
@@ -85,6 +89,11 @@ def main() -> int:
             np.exp(x64 - x64.max(-1, keepdims=True)) / np.exp(x64 - x64.max(-1, keepdims=True)).sum(-1, keepdims=True),
         ),
         ("matmul", lambda: xopsaot.matmul(a, b), a64 @ b64),
+        (
+            "apply_rotary",
+            lambda: xopsaot.apply_rotary(q, cos, sin),
+            np.concatenate([q64[..., :64] * c64 - q64[..., 64:] * s64, q64[..., :64] * s64 + q64[..., 64:] * c64], -1),
+        ),
         (
             "flash_attn (causal, GQA 4)",
             lambda: xopsaot.dispatch("flash_attn", q, k, v, causal=True),

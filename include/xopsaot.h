@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define XOPSAOT_ABI_VERSION 3 /* 3 added the norms, activations and softmax family */
+#define XOPSAOT_ABI_VERSION 4 /* 3 added the norms, activations and softmax family; 4 the rotary embeddings */
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -168,6 +168,34 @@ XOPSAOT_API xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsao
 typedef enum { XOPSAOT_SOFTMAX = 0, XOPSAOT_LOG_SOFTMAX = 1, XOPSAOT_LOGSUMEXP = 2 } xopsaot_softmax_kind;
 XOPSAOT_API xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_tensor *out, int kind,
                                                   void *stream);
+
+/* Rotary embeddings (flash-attn's apply_rotary), computed in float32. x is (batch, seqlen, heads, head_dim), or
+ * (total_tokens, heads, head_dim) with cu_seqlens ((batch + 1,) int32 cumulative lengths, then max_seqlen bounds
+ * the sequences' lengths); strides are free but the last dim's. cos and sin are (seqlen_ro, rotary_dim / 2) of x's
+ * dtype with one row stride, rotary_dim <= head_dim. Token s of sequence b takes table row s + offset, or
+ * s + seqlen_offsets[b] when seqlen_offsets ((batch,) int32) is given; a row outside the table leaves the token
+ * unrotated. interleaved = 0 rotates halves (i, i + rotary_dim / 2) (GPT-NeoX), 1 pairs (2i, 2i + 1) (GPT-J).
+ * out has x's shape: out == x (same data and strides) rotates in place and leaves the columns past rotary_dim as
+ * they are; otherwise they are copied, and out must not overlap x. */
+XOPSAOT_API xopsaot_status xopsaot_rotary(const xopsaot_tensor *x, const xopsaot_tensor *cos,
+                                          const xopsaot_tensor *sin, const xopsaot_tensor *seqlen_offsets,
+                                          const xopsaot_tensor *cu_seqlens, const xopsaot_tensor *out,
+                                          int64_t offset, int64_t max_seqlen, int interleaved, void *stream);
+
+/* Rotary embeddings as servers apply them: q (tokens..., heads, head_size) and k (tokens..., heads_k, head_size,
+ * or NULL) rotated in place in one launch, each token by row positions[token] of cos_sin_cache (max_position,
+ * rot_dim) of q's dtype, whose first rot_dim / 2 columns are cos and the rest sin. positions (tokens...) int64,
+ * contiguous; the token dims of q and k must collapse to one stride. A position outside the cache leaves its
+ * token unrotated. is_neox = 1 rotates halves, 0 interleaved pairs; columns past rot_dim are left as they are. */
+XOPSAOT_API xopsaot_status xopsaot_rotary_qk(const xopsaot_tensor *positions, const xopsaot_tensor *q,
+                                             const xopsaot_tensor *k, const xopsaot_tensor *cos_sin_cache,
+                                             int is_neox, void *stream);
+
+/* Xopes' lrpe_cosine: x (batch, seqlen, heads, head_dim), theta float32 (heads or 1, head_dim or 1), out
+ * (batch, seqlen, heads, 2 head_dim): out[..., :d] = x cos(t theta), out[..., d:] = x sin(t theta), t = s + offset,
+ * the angle formed and reduced to [-pi, pi] in float64 (so large t loses no accuracy). */
+XOPSAOT_API xopsaot_status xopsaot_lrpe_cosine(const xopsaot_tensor *x, const xopsaot_tensor *theta,
+                                               const xopsaot_tensor *out, int64_t offset, void *stream);
 
 /* out = a @ b. a (M, K) or (B, M, K), b (K, N) or (B, K, N), out (M, N) or (B, M, N) contiguous; a batch
  * of 1 or a 2-D operand broadcasts. Any strides for a and b. fp16/bf16 on tensor cores, fp32 in fp32. */

@@ -146,3 +146,27 @@ def assert_lse_close(actual, expected: np.ndarray, tol: float = 1e-4, what: str 
 def varlen_pieces(cu: np.ndarray):
     """(b, slice) per sequence of cumulative lengths cu."""
     return [(b, slice(int(cu[b]), int(cu[b + 1]))) for b in range(len(cu) - 1)]
+
+
+def rotary64(x, cos, sin, positions, interleaved: bool) -> np.ndarray:
+    """x (tokens..., heads, head_dim) in float64, its first 2 * cos.shape[1] columns taken as complex numbers
+    (halves, or pairs when interleaved) times cos + i sin of the token's table row; rows outside the table leave
+    their token as it is."""
+    x, cos, sin = f64(x), f64(cos), f64(sin)
+    n, half = cos.shape
+    pos = np.asarray(positions, dtype=np.int64)
+    inside = ((pos >= 0) & (pos < n))[..., None]
+    rows = np.clip(pos, 0, max(n - 1, 0))
+    turn = np.where(inside, cos[rows] + 1j * sin[rows], 1.0) if n else np.ones(pos.shape + (half,))
+    re, im = (slice(0, 2 * half, 2), slice(1, 2 * half, 2)) if interleaved else (slice(0, half), slice(half, 2 * half))
+    z = (x[..., re] + 1j * x[..., im]) * turn[..., None, :]
+    out = x.copy()
+    out[..., re], out[..., im] = z.real, z.imag
+    return out
+
+
+def lrpe_cosine64(x, theta, offset: int) -> np.ndarray:
+    x = f64(x)
+    t = offset + np.arange(x.shape[1], dtype=np.float64)
+    angle = t[:, None, None] * np.broadcast_to(f64(theta).reshape((-1, f64(theta).shape[-1])), x.shape[2:])
+    return np.concatenate([x * np.cos(angle), x * np.sin(angle)], axis=-1)

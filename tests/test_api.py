@@ -14,9 +14,9 @@ import xopsaot
 from xopsaot import _call
 
 OPS = [  # every op the issues name so far
-    "add", "flash_attn", "flash_attn_varlen", "flash_attn_with_kvcache", "gelu", "gelu_and_mul", "group_norm",
-    "layer_norm", "log_softmax", "logsumexp", "matmul", "norm_gate", "relu", "rms_norm", "sigmoid", "silu",
-    "silu_and_mul", "softmax", "tanh",
+    "add", "apply_rotary", "flash_attn", "flash_attn_varlen", "flash_attn_with_kvcache", "gelu", "gelu_and_mul",
+    "group_norm", "layer_norm", "log_softmax", "logsumexp", "lrpe_cosine", "matmul", "norm_gate", "relu", "rms_norm",
+    "rotary_qk", "sigmoid", "silu", "silu_and_mul", "softmax", "tanh",
 ]  # fmt: skip
 
 

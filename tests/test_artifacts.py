@@ -23,6 +23,8 @@ PROMISED = {
     ),
     "group_norm": ("group_norm_kernel", ["float16", "bfloat16", "float32"], {}),
     "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {}),
+    "rotary": ("rotary_kernel", ["float16", "bfloat16", "float32"], {}),
+    "lrpe_cosine": ("lrpe_cosine_kernel", ["float16", "bfloat16", "float32"], {}),
     "matmul": ("matmul_kernel", ["float16", "bfloat16", "float32"], {"B_K_CONTIGUOUS": [False, True]}),
     "flash_attn": (
         "attn_fwd",
@@ -119,4 +121,4 @@ def test_package_contents():
     assert _library.LIBRARY_PATH.exists() and _library.MANIFEST_PATH.exists()
     header = _library.HEADER_PATH.read_text()
     assert "xopsaot_flash_attn" in header and "XOPSAOT_ABI_VERSION" in header
-    assert _library.library().xopsaot_abi_version() == 3
+    assert _library.library().xopsaot_abi_version() == 4

@@ -509,6 +509,41 @@ def test_autotune_waits_while_a_graph_is_captured(fake_driver, tmp_path):
     assert r["after"] == 27 and len(cache.read_text().splitlines()) == 1
 
 
+@needs_sm90
+def test_rotary_launches(fake_driver):
+    """rotary_qk: q and k in one grid, SIN at the cache's second half, positions per token. apply_rotary varlen: a
+    row of programs past the last sequence copies the padding tokens out of place, and nothing in place."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(29)
+        q = tensor((5, 32, 128), "bfloat16", {A}, strides=(6144, 128, 1))
+        k = tensor((5, 8, 128), "bfloat16", {A} + 8192, strides=(6144, 128, 1))
+        cache = tensor((100, 128), "bfloat16", {C})
+        _library.call("xopsaot_rotary_qk", (tensor((5,), "int64", {B}), q, k, cache), 1, 0)
+        x, cos, cu = tensor((40, 6, 96)), tensor((50, 40), ptr={B}), tensor((4,), "int32", {C})
+        _library.call("xopsaot_rotary", (x, cos, cos, None, cu, tensor((40, 6, 96), ptr={A} + 2**20)), 3, 33, 0, 0)
+        _library.call("xopsaot_rotary", (x, cos, cos, None, cu, x), 0, 33, 1, 0)
+        other = tensor((40, 6, 96), strides=(1000, 96, 1))
+        emit(launches=launches(), strides=error_of(_library.call, "xopsaot_rotary", (x, cos, cos, None, cu, other),
+                                                   0, 33, 0, 0))
+    """,
+    )
+    (entry,) = [k for k in _library.manifest()["kernels"] if k["name"] == "rotary_kernel"]
+    qk, varlen, in_place = [dict(zip([a["name"] for a in entry["args"]], decode(x["params"], "rotary_kernel")))
+                            for x in r["launches"]]  # fmt: skip
+    assert r["launches"][0]["grid"] == [5, 1, 1]  # one program per token: its 32 q heads, then k's 8
+    assert qk["X"] == qk["Y"] == A and qk["K"] == A + 8192 and qk["COS"] == C and qk["SIN"] == C + 64 * 2
+    assert (qk["POSITIONS"], qk["pos_mode"], qk["interleaved"], qk["half"], qk["tail_end"]) == (B, 2, 0, 64, 128)
+    assert (qk["stride_xs"], qk["stride_ks"], qk["stride_kh"], qk["n_pos"], qk["heads_k"]) == (6144, 6144, 128, 100, 8)
+    assert r["launches"][1]["grid"] == [33, 4, 1]  # max_seqlen, 3 sequences + the padding row, 6 heads
+    assert (varlen["varlen"], varlen["total"], varlen["tail_end"], varlen["offset"], varlen["stride_xb"]) == (
+        1, 40, 96, 3, 0)  # fmt: skip
+    assert varlen["Y"] == A + 2**20 and varlen["CU_SEQLENS"] == C and varlen["pos_mode"] == 0
+    assert (in_place["total"], in_place["tail_end"], in_place["interleaved"], in_place["Y"]) == (0, 80, 1, A)
+    assert "out is x with other strides" in r["strides"][1]
+
+
 # ---- argument validation in the C layer: no driver needed ----
 
 
@@ -638,6 +673,35 @@ def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
             "must be even and out must be x's shape with half of it",
         ),
         (
+            lambda: raw_call(
+                "xopsaot_rotary",
+                *[descriptor((2, 8, 3, 64))] + [descriptor((16, 40))] * 2 + [None] * 2 + [descriptor((2, 8, 3, 64))],
+                scalars=(0, 0, 0, 0),
+            ),  # fmt: skip
+            "cos has 40 columns, so rotary_dim is 80, more than x's head_dim 64",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_rotary_qk",
+                descriptor((4,), dtype=7),
+                descriptor((4, 2, 64)),
+                None,
+                descriptor((9, 64)),
+                scalars=(1, 0),
+            ),  # fmt: skip
+            "rotary_qk: positions has dtype int32, expected int64",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_lrpe_cosine",
+                descriptor((1, 4, 2, 8)),
+                descriptor((3, 8), dtype=3),
+                descriptor((1, 4, 2, 16)),
+                scalars=(0, 0),
+            ),  # fmt: skip
+            "theta has shape (3, 8); it must broadcast to (heads, head_dim) = (2, 8)",
+        ),
+        (
             lambda: raw_call("xopsaot_softmax", descriptor((4, 8), strides=(8, 2)), descriptor((4, 8))),
             "x must be contiguous in its last dim",
         ),
@@ -703,3 +767,31 @@ def test_replayed_calls_patch_only_the_data_pointers(fake_driver):
         assert launch["stream"] == 0x77 and launch["variant"] == first["variant"]
     assert len({tuple(p[5:7]) for p in r["ptrs"]}) == 3  # every call got new outputs
     assert r["plans_after"] == 2 and len(r["launches"]) == 7
+
+
+@needs_sm90
+@pytest.mark.skipif(__import__("conftest").cuda_available(), reason="simulates CUDA tensors; test_gpu.py has real ones")
+def test_replayed_in_place_calls_return_their_arguments(fake_driver):
+    """rotary_qk updates q and k in place and returns them: a replay returns the new call's q and k, and k=None
+    stays None."""
+    pytest.importorskip("torch")
+    r = scenario(
+        fake_driver,
+        PRETEND_GPU
+        + textwrap.dedent(
+            """
+        fake.fake_cuda_expect_params(29)
+        cache = torch.randn(64, 64, dtype=torch.float16)
+        pos = torch.arange(4)
+        qs = [torch.randn(4, 2, 64, dtype=torch.float16) for _ in range(3)]
+        ks = [torch.randn(4, 1, 64, dtype=torch.float16) for _ in range(3)]
+        same = [all(a is b for a, b in zip(xopsaot.rotary_qk(pos, qs[i], ks[i], cache, validate=False), (qs[i], ks[i])))
+                for i in range(3)]
+        no_k = [xopsaot.rotary_qk(pos, qs[i], None, cache, validate=False)[1] is None for i in range(2)]
+        emit(same=same, no_k=no_k, plans=len(_plans.plans), launches=len(launches()),
+             q_ptrs=[l["params"][0] for l in launches()], ptrs=[q.data_ptr() for q in qs])
+    """
+        ),
+    )
+    assert r["same"] == [True] * 3 and r["no_k"] == [True] * 2 and r["plans"] == 2 and r["launches"] == 5
+    assert r["q_ptrs"][:3] == r["ptrs"]

@@ -17,12 +17,14 @@ from ._ops.attention import flash_attn, flash_attn_varlen, flash_attn_with_kvcac
 from ._ops.elementwise import add
 from ._ops.matmul import matmul
 from ._ops.norm import group_norm, layer_norm, norm_gate, rms_norm
+from ._ops.rotary import apply_rotary, lrpe_cosine, rotary_qk
 from ._ops.softmax import log_softmax, logsumexp, softmax
 from ._registry import dispatch, ops
 
 __all__ = [
     "XopsaotError",
     "add",
+    "apply_rotary",
     "dispatch",
     "flash_attn",
     "flash_attn_varlen",
@@ -34,12 +36,14 @@ __all__ = [
     "layer_norm",
     "log_softmax",
     "logsumexp",
+    "lrpe_cosine",
     "matmul",
     "norm_gate",
     "ops",
     "preload",
     "relu",
     "rms_norm",
+    "rotary_qk",
     "sigmoid",
     "silu",
     "silu_and_mul",

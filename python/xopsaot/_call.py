@@ -89,6 +89,14 @@ class Call:
         if recorder is not None:
             recorder.valid = False
 
+    def can_read_back(self) -> bool:
+        """Whether device-resident indices may be copied to the host for checking (never during graph capture).
+        A call that checks is not replayed by the fast path, so every call checks."""
+        if self.on_gpu and self.framework.capturing(self.device):
+            return False
+        self.not_replayable()
+        return True
+
     def host(self, view: View) -> np.ndarray:
         """The values of `view` as a NumPy array for the reference path (bfloat16 widened to float32)."""
         return self.framework.to_host(view.obj)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import numpy as np
+
 from ._arrays import View
 
 FLOATS = ("float16", "bfloat16", "float32")
@@ -58,3 +60,28 @@ def boolean(op: str, name: str, value) -> bool:
     if not isinstance(value, (bool, int)) or value not in (0, 1):
         raise TypeError(f"{op}: {name} must be a bool, got {value!r}")
     return bool(value)
+
+
+def index_tensor(
+    op: str, name: str, view: Optional[View], shape: Optional[tuple] = None, dims: int = 1, dtypes=("int32",)
+) -> None:
+    """An index tensor (cu_seqlens, block tables, offsets, positions): its dtype is a ValueError, as flash-attn
+    users expect."""
+    if view is None:
+        return
+    if view.dtype not in dtypes:
+        raise ValueError(f"{op}: {name}.dtype is {view.dtype}; it must be {' or '.join(dtypes)}")
+    ndim(op, name, view, (dims,))
+    if shape is not None and view.shape != shape:
+        raise ValueError(f"{op}: {name} must have shape {shape_text(shape)}, got {shape_text(view.shape)}")
+
+
+def cu_seqlens(op: str, name: str, cu: np.ndarray, total: int, max_seqlen: int, max_name: str) -> None:
+    """Host values of int32 cumulative lengths: from 0, never decreasing, within the packed tensor and the max."""
+    lengths = np.diff(cu.astype(np.int64))
+    if cu[0] != 0 or (lengths < 0).any():
+        raise ValueError(f"{op}: {name} must start at 0 and never decrease, got {cu.tolist()[:8]}...")
+    if cu[-1] > total:
+        raise ValueError(f"{op}: {name} ends at {int(cu[-1])} but the packed tensor has {total} tokens")
+    if lengths.size and lengths.max() > max_seqlen:
+        raise ValueError(f"{op}: a sequence of {int(lengths.max())} tokens exceeds {max_name}={max_seqlen}")

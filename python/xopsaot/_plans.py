@@ -136,13 +136,18 @@ class Recorder:
         self.launches.append((name, descriptors, slots, pointers, scalars))
 
     def plan(self, result) -> Optional[Plan]:
-        """The replayable record, if the call launched, made no copies and returned only its outputs."""
+        """The replayable record, if the call launched, made no copies and returned only its outputs, its
+        argument tensors (ops that update them in place) and None."""
         if not self.valid or not self.launches:
             return None
         returned = result if isinstance(result, tuple) else (result,)
-        if any(self.sources.get(id(r), ("",))[0] != "out" for r in returned):
+        if any(r is not None and id(r) not in self.sources for r in returned):
             return None
         return Plan(self, result)
+
+    def source(self, returned) -> tuple:
+        """Where a returned value comes from: ("arg", i), ("out", i) or ("none", 0)."""
+        return ("none", 0) if returned is None else self.sources[id(returned)]
 
 
 class Plan:
@@ -164,9 +169,8 @@ class Plan:
                 for index, (kind, i), offset in pointers
             ]
             self.launches.append((getattr(_library.library(), name), descriptors, slots, words, scalars))
-        self.result = (
-            tuple(rec.sources[id(r)][1] for r in result) if isinstance(result, tuple) else rec.sources[id(result)][1]
-        )
+        self.many = isinstance(result, tuple)
+        self.result = [rec.source(r) for r in (result if self.many else (result,))]
         self.local = threading.local()
 
     def buffers(self) -> list:
@@ -197,5 +201,5 @@ class Plan:
             status = fn(*addresses, *scalars, stream)
             if status:
                 _library.raise_for(status)
-        result = self.result
-        return tuple(outs[i] for i in result) if isinstance(result, tuple) else outs[result]
+        picked = [outs[i] if kind == "out" else tensors[i] if kind == "arg" else None for kind, i in self.result]
+        return tuple(picked) if self.many else picked[0]

@@ -137,16 +137,6 @@ def _alibi(op: str, call: Call, alibi: Optional[View], batch: int, heads: int) -
     return call.contiguous(alibi) if call.on_gpu else alibi
 
 
-def _index_tensor(op: str, name: str, view: Optional[View], shape: Optional[tuple] = None, ndim: int = 1):
-    if view is None:
-        return
-    if view.dtype != "int32":  # a ValueError, as flash-attn users expect for index tensors
-        raise ValueError(f"{op}: {name}.dtype is {view.dtype}; it must be int32")
-    check.ndim(op, name, view, (ndim,))
-    if shape is not None and view.shape != shape:
-        raise ValueError(f"{op}: {name} must have shape {check.shape_text(shape)}, got {check.shape_text(view.shape)}")
-
-
 def _kernels_take(view: View) -> bool:
     """The layout the attention kernels read: last dim contiguous, strides multiples of 8, 16-byte aligned data."""
     return view.strides[-1] == 1 and all(s % 8 == 0 for s in view.strides[:-1]) and view.ptr % 16 == 0
@@ -174,15 +164,6 @@ def _cache_scales(op: str, cache_dtype: str, k_scale: Any, v_scale: Any) -> tupl
     if cache_dtype != FP8_CACHE and scales != (1.0, 1.0):
         raise ValueError(f"{op}: k_scale and v_scale apply to an {FP8_CACHE} cache, not to {cache_dtype}")
     return scales
-
-
-def _validate_on_host(call: Call) -> bool:
-    """Whether device-resident indices can be copied to the host for checking (never during graph capture).
-    A call that checks is not replayed by the fast path, so every call checks."""
-    if call.on_gpu and call.framework.capturing(call.device):
-        return False
-    call.not_replayable()
-    return True
 
 
 # ---- ops ----
@@ -270,16 +251,6 @@ def _check_kv(op: str, q_shape: tuple, vk: View, vv: View, batch_dim: bool, name
         raise ValueError(f"{op}: the heads of q ({heads}) must be a multiple of the heads of {k} and {v} ({heads_k})")
 
 
-def _cu_seqlens(op: str, name: str, cu: np.ndarray, total: int, max_seqlen: int, max_name: str) -> None:
-    lengths = np.diff(cu.astype(np.int64))
-    if cu[0] != 0 or (lengths < 0).any():
-        raise ValueError(f"{op}: {name} must start at 0 and never decrease, got {cu.tolist()[:8]}...")
-    if cu[-1] > total:
-        raise ValueError(f"{op}: {name} ends at {int(cu[-1])} but the packed tensor has {total} tokens")
-    if lengths.size and lengths.max() > max_seqlen:
-        raise ValueError(f"{op}: a sequence of {int(lengths.max())} tokens exceeds {max_name}={max_seqlen}")
-
-
 @register
 def flash_attn_varlen(
     q: Any,
@@ -312,8 +283,8 @@ def flash_attn_varlen(
     check.same_dtype(op, ("q", vq), ("k", vk), ("v", vv))
     if vcq is None or vck is None:
         raise TypeError(f"{op}: cu_seqlens_q and cu_seqlens_k are required")
-    _index_tensor(op, "cu_seqlens_q", vcq)
-    _index_tensor(op, "cu_seqlens_k", vck, (vcq.shape[0],))
+    check.index_tensor(op, "cu_seqlens_q", vcq)
+    check.index_tensor(op, "cu_seqlens_k", vck, (vcq.shape[0],))
     if vcq.shape[0] < 1:
         raise ValueError(f"{op}: cu_seqlens_q must have batch + 1 >= 1 entries")
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
@@ -326,10 +297,10 @@ def flash_attn_varlen(
     window = _window(op, window_size, causal)
     scale, cap = _scale(op, softmax_scale, dim), _softcap(op, softcap)
     va = _alibi(op, call, va, batch, heads)
-    if not call.on_gpu or (check.boolean(op, "validate", validate) and _validate_on_host(call)):
+    if not call.on_gpu or (check.boolean(op, "validate", validate) and call.can_read_back()):
         cq, ck = call.host(vcq), call.host(vck)
-        _cu_seqlens(op, "cu_seqlens_q", cq, total_q, int(max_seqlen_q), "max_seqlen_q")
-        _cu_seqlens(op, "cu_seqlens_k", ck, vk.shape[0], int(max_seqlen_k), "max_seqlen_k")
+        check.cu_seqlens(op, "cu_seqlens_q", cq, total_q, int(max_seqlen_q), "max_seqlen_q")
+        check.cu_seqlens(op, "cu_seqlens_k", ck, vk.shape[0], int(max_seqlen_k), "max_seqlen_k")
     if not call.on_gpu:
         check.dtype(op, "q", vq, check.FLOATS)
         hq, hk, hv = call.host(vq), call.host(vk), call.host(vv)
@@ -381,7 +352,7 @@ def flash_attn_with_kvcache(
     heads_k, headdim), or paged (num_pages, page_size, heads_k, headdim) with block_table (batch, max_pages)
     int32. cache_seqlens (int or (batch,) int32): tokens already cached (default: the whole cache). New k/v
     (batch, seqlen_new, heads_k, headdim) are written into the cache in place at cache_seqlens[b] before
-    attending (the one in-place op). num_splits=0 chooses split-KV when batch x heads_k cannot fill the GPU.
+    attending. num_splits=0 chooses split-KV when batch x heads_k cannot fill the GPU.
     The cache may be float8_e4m3fn with per-tensor scales (a cached x means x * k_scale or x * v_scale; new k/v
     are stored as k / k_scale, rounded to nearest even and saturated at +-448); q, k, v stay 16-bit.
     validate=True copies cache_seqlens and block_table to the host to check them (skipped during graph capture);
@@ -404,7 +375,7 @@ def flash_attn_with_kvcache(
     kv_scales = _cache_scales(op, vkc.dtype, k_scale, v_scale)
     heads_k = vkc.shape[2]
     paged = vbt is not None
-    _index_tensor(op, "block_table", vbt, ndim=2)
+    check.index_tensor(op, "block_table", vbt, dims=2)
     if paged and vbt.shape[0] != batch:
         raise ValueError(f"{op}: block_table has {vbt.shape[0]} rows but q has batch {batch}")
     if not paged and vkc.shape[0] != batch:
@@ -413,7 +384,7 @@ def flash_attn_with_kvcache(
         )
     page_size = vkc.shape[1] if paged else 0
     capacity = page_size * vbt.shape[1] if paged else vkc.shape[1]
-    _index_tensor(op, "cache_seqlens", vsl, (batch,))
+    check.index_tensor(op, "cache_seqlens", vsl, (batch,))
     if (vk is None) != (vv is None):
         raise ValueError(f"{op}: pass both k and v, or neither")
     seqlen_new = 0
@@ -437,7 +408,7 @@ def flash_attn_with_kvcache(
     ):
         raise ValueError(f"{op}: num_splits must be an int in [0, {MAX_SPLITS}] (0: automatic), got {num_splits!r}")
     lengths = table = None
-    if not call.on_gpu or (check.boolean(op, "validate", validate) and _validate_on_host(call)):
+    if not call.on_gpu or (check.boolean(op, "validate", validate) and call.can_read_back()):
         lengths = call.host(vsl).astype(np.int64) if vsl is not None else np.full(batch, capacity - seqlen_new)
         table = call.host(vbt) if paged else None
         _check_cache_indices(op, lengths, seqlen_new, capacity, table, page_size, vkc.shape[0])
