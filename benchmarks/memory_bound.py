@@ -15,8 +15,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import bench_queued as bench  # noqa: E402
-from run import copy_bandwidth, environment, results_stem, warm_up_gpu, write_results  # noqa: E402
+from run import copy_bandwidth, environment, peer_row, peer_table, results_stem, warm_up_gpu, write_results  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -56,19 +55,7 @@ def main() -> None:
         x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
         for name, (ours, fn, per_element) in CASES.items():
             nbytes = per_element * x.numel() * x.element_size()
-            row = {"op": name, "shape": [m, n], "dtype": "bfloat16", "bytes": nbytes}
-            row["xopsaot_ms"] = bench(lambda: ours(x))
-            row["torch_eager_ms"] = bench(lambda: fn(x))
-            try:
-                compiled = torch.compile(fn, dynamic=False)
-                row["torch_compile_ms"] = bench(lambda: compiled(x))
-            except Exception as e:  # torch.compile needs Triton and a C compiler on the machine
-                row["torch_compile_error"] = str(e)[-300:]
-            for key in [k for k in row if k.endswith("_ms")]:
-                row[key.replace("_ms", "_tbps")] = nbytes / row[key] / 1e9
-            row["xopsaot_fraction_of_copy"] = row["xopsaot_tbps"] / results["copy_tbps"]
-            results["rows"].append(row)
-            print(f"{name} {m}x{n}: {row['xopsaot_tbps']:.2f} TB/s, eager {row['torch_eager_tbps']:.2f}", flush=True)
+            results["rows"].append(peer_row(name, [m, n], nbytes, lambda: ours(x), lambda: fn(x), results["copy_tbps"]))
     env = results["environment"]
     lines = [
         f"# Activations and the softmax family, {env['device']}, {env['date']}",
@@ -81,17 +68,8 @@ def main() -> None:
         "Device time per call (bursts of ten calls queued behind a sleeping kernel); TB/s counts x read once and the",
         "output written once; eager runs torch's unfused sequence for the gated ops (slice, activation, multiply).",
         "",
-        "| op | shape | xopsaot TB/s | of copy | torch eager | torch.compile | vs eager | vs compile |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for r in results["rows"]:
-        comp = f"{r['torch_compile_tbps']:.2f}" if "torch_compile_ms" in r else "n/a"
-        vs_comp = f"{r['torch_compile_ms'] / r['xopsaot_ms']:.2f}x" if "torch_compile_ms" in r else "n/a"
-        lines.append(
-            f"| {r['op']} | {r['shape'][0]} x {r['shape'][1]} | {r['xopsaot_tbps']:.2f} | "
-            f"{r['xopsaot_fraction_of_copy']:.0%} | {r['torch_eager_tbps']:.2f} | {comp} | "
-            f"{r['torch_eager_ms'] / r['xopsaot_ms']:.2f}x | {vs_comp} |"
-        )
+    lines += peer_table(results["rows"])
     text = "\n".join(lines) + "\n"
     write_results(args.out, results_stem(env, "memory-bound"), results, text)
     print(text)

@@ -14,8 +14,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import bench_queued as bench  # noqa: E402
-from run import copy_bandwidth, environment, host_times_us, results_stem, warm_up_gpu, write_results  # noqa: E402
+from run import (  # noqa: E402
+    copy_bandwidth,
+    environment,
+    host_times_us,
+    peer_row,
+    peer_table,
+    results_stem,
+    warm_up_gpu,
+    write_results,
+)
 
 import xopsaot  # noqa: E402
 
@@ -83,19 +91,7 @@ def main() -> None:
     for tokens, heads, heads_k, head_dim in ((4096, 32, 8, 128), (16384, 32, 8, 128), (4096, 64, 8, 64)):
         shape = f"{tokens} tokens x {heads} (k {heads_k}) x {head_dim}"
         for name, (ours, fn, nbytes) in cases(tokens, heads, heads_k, head_dim).items():
-            row = {"op": name, "shape": shape, "dtype": "bfloat16", "bytes": nbytes}
-            row["xopsaot_ms"] = bench(ours)
-            row["torch_eager_ms"] = bench(fn)
-            try:
-                compiled = torch.compile(fn, dynamic=False)
-                row["torch_compile_ms"] = bench(compiled)
-            except Exception as e:  # torch.compile needs Triton and a C compiler on the machine
-                row["torch_compile_error"] = str(e)[-300:]
-            for key in [k for k in row if k.endswith("_ms")]:
-                row[key.replace("_ms", "_tbps")] = nbytes / row[key] / 1e9
-            row["xopsaot_fraction_of_copy"] = row["xopsaot_tbps"] / results["copy_tbps"]
-            results["rows"].append(row)
-            print(f"{name} {shape}: {row['xopsaot_tbps']:.2f} TB/s, eager {row['torch_eager_tbps']:.2f}", flush=True)
+            results["rows"].append(peer_row(name, shape, nbytes, ours, fn, results["copy_tbps"]))
     decode = cases(1, 32, 8, 128)
     results["host_us_one_token"] = host_times_us(
         {"xopsaot rotary_qk": decode["rotary_qk"][0], "torch eager rotary_qk": decode["rotary_qk"][1]}
@@ -120,16 +116,8 @@ def markdown(results: dict) -> str:
         "(rotary_qk), x and the doubled output (lrpe_cosine). Eager runs the unfused torch sequence: flash-attn's",
         "rotate_half reference, vLLM's native rotary (gather, rotate, write back), Xopes' torch reference.",
         "",
-        "| op | shape | xopsaot TB/s | of copy | torch eager | torch.compile | vs eager | vs compile |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for r in results["rows"]:
-        comp = f"{r['torch_compile_tbps']:.2f}" if "torch_compile_ms" in r else "n/a"
-        vs_comp = f"{r['torch_compile_ms'] / r['xopsaot_ms']:.2f}x" if "torch_compile_ms" in r else "n/a"
-        lines.append(
-            f"| {r['op']} | {r['shape']} | {r['xopsaot_tbps']:.2f} | {r['xopsaot_fraction_of_copy']:.0%} | "
-            f"{r['torch_eager_tbps']:.2f} | {comp} | {r['torch_eager_ms'] / r['xopsaot_ms']:.2f}x | {vs_comp} |"
-        )
+    lines += peer_table(results["rows"])
     lines += ["", "Host time per call for one decode token (q 32 x 128, k 8 x 128), median microseconds:", ""]
     lines += [f"- {name}: {us:.1f} us" for name, us in results["host_us_one_token"].items()]
     return "\n".join(lines) + "\n"

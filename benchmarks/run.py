@@ -91,6 +91,42 @@ def host_times_us(fns: dict, calls: int = 400, repeats: int = 41) -> dict:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def peer_row(op: str, shape, nbytes: float, ours, eager, copy_tbps: float) -> dict:
+    """Device time per call of ours, torch eager and torch.compile of the eager function (bench_queued), and TB/s
+    for `nbytes` moved once."""
+    row = {"op": op, "shape": shape, "dtype": "bfloat16", "bytes": nbytes}
+    row["xopsaot_ms"] = bench_queued(ours)
+    row["torch_eager_ms"] = bench_queued(eager)
+    try:
+        compiled = torch.compile(eager, dynamic=False)
+        row["torch_compile_ms"] = bench_queued(compiled)
+    except Exception as e:  # torch.compile needs Triton and a C compiler on the machine
+        row["torch_compile_error"] = str(e)[-300:]
+    for key in [k for k in row if k.endswith("_ms")]:
+        row[key.replace("_ms", "_tbps")] = nbytes / row[key] / 1e9
+    row["xopsaot_fraction_of_copy"] = row["xopsaot_tbps"] / copy_tbps
+    shape_text = shape if isinstance(shape, str) else " x ".join(str(n) for n in shape)
+    print(f"{op} {shape_text}: {row['xopsaot_tbps']:.2f} TB/s, eager {row['torch_eager_tbps']:.2f}", flush=True)
+    return row
+
+
+def peer_table(rows: list[dict]) -> list[str]:
+    """The markdown table of peer_row results."""
+    lines = [
+        "| op | shape | xopsaot TB/s | of copy | torch eager | torch.compile | vs eager | vs compile |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        shape = r["shape"] if isinstance(r["shape"], str) else " x ".join(str(n) for n in r["shape"])
+        comp = f"{r['torch_compile_tbps']:.2f}" if "torch_compile_ms" in r else "n/a"
+        vs_comp = f"{r['torch_compile_ms'] / r['xopsaot_ms']:.2f}x" if "torch_compile_ms" in r else "n/a"
+        lines.append(
+            f"| {r['op']} | {shape} | {r['xopsaot_tbps']:.2f} | {r['xopsaot_fraction_of_copy']:.0%} | "
+            f"{r['torch_eager_tbps']:.2f} | {comp} | {r['torch_eager_ms'] / r['xopsaot_ms']:.2f}x | {vs_comp} |"
+        )
+    return lines
+
+
 def copy_bandwidth() -> float:
     x = torch.empty(2**30 // 2, dtype=torch.bfloat16, device="cuda").normal_()
     y = torch.empty_like(x)

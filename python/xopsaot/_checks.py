@@ -56,6 +56,19 @@ def finite_float(op: str, name: str, value, minimum: Optional[float] = None) -> 
     return float(value)
 
 
+def is_integer(value) -> bool:
+    """A Python or NumPy integer, bool excluded."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def integer(op: str, name: str, value, minimum: Optional[int] = None) -> int:
+    if not is_integer(value):
+        raise TypeError(f"{op}: {name} must be an int, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
 def boolean(op: str, name: str, value) -> bool:
     if not isinstance(value, (bool, int)) or value not in (0, 1):
         raise TypeError(f"{op}: {name} must be a bool, got {value!r}")

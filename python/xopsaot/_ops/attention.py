@@ -358,7 +358,7 @@ def flash_attn_with_kvcache(
     validate=True copies cache_seqlens and block_table to the host to check them (skipped during graph capture);
     the kernels never touch memory outside the cache either way."""
     op = "flash_attn_with_kvcache"
-    if isinstance(cache_seqlens, (int, np.integer)) and not isinstance(cache_seqlens, bool):
+    if check.is_integer(cache_seqlens):
         cache_seqlens = _seqlens_like(q, int(cache_seqlens), op)
     names = ("q", "k_cache", "v_cache", "k", "v", "cache_seqlens", "block_table")
     arrays = (q, k_cache, v_cache, k, v, cache_seqlens, block_table)

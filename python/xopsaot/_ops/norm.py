@@ -165,8 +165,7 @@ def group_norm(
     check.same_dtype(op, ("x", vx), ("weight", vw), ("bias", vb))
     if vx.ndim < 2:
         raise ValueError(f"{op}: x must be (N, C, *), got shape {check.shape_text(vx.shape)}")
-    if isinstance(num_groups, bool) or not isinstance(num_groups, (int, np.integer)):
-        raise TypeError(f"{op}: num_groups must be an int, got {num_groups!r}")
+    num_groups = check.integer(op, "num_groups", num_groups)
     channels = vx.shape[1]
     if num_groups < 1 or channels % num_groups:
         raise ValueError(f"{op}: num_groups is {num_groups}; it must be >= 1 and divide the {channels} channels")

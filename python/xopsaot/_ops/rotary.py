@@ -48,18 +48,6 @@ def lrpe_cosine_reference(x: np.ndarray, theta: np.ndarray, offset: int) -> np.n
     return np.concatenate([x64 * np.cos(angle), x64 * np.sin(angle)], axis=-1).astype(np.float32)
 
 
-def _integer(op: str, name: str, value: Any, minimum: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{op}: {name} must be an int, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _writable(call: Call, op: str, name: str, view: View) -> None:
     """An array an op updates in place: mutable, and contiguous in its last dim on the GPU (no copy can stand in)."""
     if call.framework.name == "jax":
@@ -97,7 +85,7 @@ def apply_rotary(
     unrotated. validate=True copies tensor offsets and cu_seqlens to the host to check them (skipped during graph
     capture); positions outside the table leave their token unrotated either way."""
     op = "apply_rotary"
-    offset_tensor = None if _is_int(seqlen_offsets) else seqlen_offsets
+    offset_tensor = None if check.is_integer(seqlen_offsets) else seqlen_offsets
     names = ("x", "cos", "sin", "seqlen_offsets", "cu_seqlens")
     call, (vx, vcos, vsin, voff, vcu) = resolve(op, backend, names, (x, cos, sin, offset_tensor, cu_seqlens))
     varlen = vcu is not None
@@ -120,7 +108,7 @@ def apply_rotary(
             raise ValueError(f"{op}: cu_seqlens must have batch + 1 >= 1 entries")
         if max_seqlen is None:
             raise TypeError(f"{op}: max_seqlen is required with cu_seqlens")
-        batch, seqlen = vcu.shape[0] - 1, _integer(op, "max_seqlen", max_seqlen, 0)
+        batch, seqlen = vcu.shape[0] - 1, check.integer(op, "max_seqlen", max_seqlen, 0)
     else:
         if max_seqlen is not None:
             raise ValueError(f"{op}: max_seqlen goes with cu_seqlens, which is not given")
@@ -250,7 +238,7 @@ def lrpe_cosine(x: Any, theta: Any, offset: int = 0, *, backend: Optional[str] =
     check.ndim(op, "x", vx, (4,), DENSE)
     check.dtype(op, "x", vx, check.FLOATS)
     check.dtype(op, "theta", vtheta, ("float32",))
-    offset = _integer(op, "offset", offset)
+    offset = check.integer(op, "offset", offset)
     heads, head_dim = vx.shape[2:]
     shape = vtheta.shape if vtheta.ndim == 2 else (1,) + tuple(vtheta.shape)
     if vtheta.ndim not in (1, 2) or shape[0] not in (1, heads) or shape[1] not in (1, head_dim):

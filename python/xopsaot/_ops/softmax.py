@@ -29,11 +29,10 @@ def softmax_family_reference(x: np.ndarray, dim: int, kind: str, keepdim: bool =
 
 
 def normalize_dim(op: str, dim: Any, ndim: int) -> int:
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-        raise TypeError(f"{op}: dim must be an int, got {dim!r}")
+    dim = check.integer(op, "dim", dim)
     if not -ndim <= dim < ndim:
         raise ValueError(f"{op}: dim {dim} is out of range for {ndim} dims (expected {-ndim} to {ndim - 1})")
-    return int(dim) % ndim
+    return dim % ndim
 
 
 def _run(op: str, x: Any, dim: Any, keepdim: bool, backend: Optional[str]) -> Any:
