@@ -55,7 +55,7 @@ def main() -> None:
         x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
         for name, (ours, fn, per_element) in CASES.items():
             nbytes = per_element * x.numel() * x.element_size()
-            results["rows"].append(peer_row(name, [m, n], nbytes, lambda: ours(x), lambda: fn(x), results["copy_tbps"]))
+            results["rows"].append(peer_row(name, [m, n], nbytes, ours, fn, results["copy_tbps"], (x,)))
     env = results["environment"]
     lines = [
         f"# Activations and the softmax family, {env['device']}, {env['date']}",

@@ -91,15 +91,16 @@ def host_times_us(fns: dict, calls: int = 400, repeats: int = 41) -> dict:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def peer_row(op: str, shape, nbytes: float, ours, eager, copy_tbps: float) -> dict:
-    """Device time per call of ours, torch eager and torch.compile of the eager function (bench_queued), and TB/s
-    for `nbytes` moved once."""
+def peer_row(op: str, shape, nbytes: float, ours, eager, copy_tbps: float, args: tuple = ()) -> dict:
+    """Device time per call of ours(*args), eager(*args) and torch.compile(eager)(*args) (bench_queued), and TB/s
+    for `nbytes` moved once. Pass the tensors as args when one eager function serves several shapes: compiling a
+    closure over them recompiles per shape, and past torch's recompile limit it silently runs eager."""
     row = {"op": op, "shape": shape, "dtype": "bfloat16", "bytes": nbytes}
-    row["xopsaot_ms"] = bench_queued(ours)
-    row["torch_eager_ms"] = bench_queued(eager)
+    row["xopsaot_ms"] = bench_queued(lambda: ours(*args))
+    row["torch_eager_ms"] = bench_queued(lambda: eager(*args))
     try:
         compiled = torch.compile(eager, dynamic=False)
-        row["torch_compile_ms"] = bench_queued(compiled)
+        row["torch_compile_ms"] = bench_queued(lambda: compiled(*args))
     except Exception as e:  # torch.compile needs Triton and a C compiler on the machine
         row["torch_compile_error"] = str(e)[-300:]
     for key in [k for k in row if k.endswith("_ms")]:
