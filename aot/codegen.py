@@ -19,8 +19,16 @@ from .expand import int_constexprs
 from .spec import Kernel, identifiers
 
 # Matches xopsaot_dtype in include/xopsaot.h.
-DTYPE_ENUM = {"fp16": 1, "bf16": 2, "fp32": 3, "e4m3": 11}
-DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "e4m3": "float8_e4m3fn"}
+DTYPE_ENUM = {"fp16": 1, "bf16": 2, "fp32": 3, "e4m3": 11, "i32": 7, "i64": 8, "bool": 10}
+DTYPE_NAMES = {
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "e4m3": "float8_e4m3fn",
+    "i32": "int32",
+    "i64": "int64",
+    "bool": "bool",
+}
 C_TYPES = {"i32": ("int32_t", "XO_ARG_I32"), "i64": ("int64_t", "XO_ARG_I64"), "fp32": ("float", "XO_ARG_F32")}
 ALIGN = 128
 

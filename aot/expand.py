@@ -115,15 +115,26 @@ def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Va
             axes = dtype_axes + const_axes
             for values in itertools.product(*(kernel.keys[a] for a in axes)):
                 key_values = dict(zip(axes, values))
+                if not kernel.combos(key_values):
+                    continue
                 dtypes = tuple((a, key_values[a]) for a in dtype_axes)
                 keys = tuple((a, key_values[a]) for a in const_axes)
                 configs = kernel.configs_for(target, key_values)
                 check_alternates(kernel, configs)
+                check_fallbacks(kernel, configs, alignments)
                 for config in configs:
                     for aligned in alignments:
-                        variants.append(Variant(kernel, source, target, dtypes, keys, config, aligned))
+                        if aligned or config.fallback:
+                            variants.append(Variant(kernel, source, target, dtypes, keys, config, aligned))
         check_expressions(kernel, variants[first:])
     return variants
+
+
+def check_fallbacks(kernel: Kernel, configs: list[Config], alignments: list[bool]) -> None:
+    """Where unhinted variants are compiled, the last config must have one and no predicate: arguments that miss
+    the hints always find a variant."""
+    if False in alignments and configs and (not configs[-1].fallback or configs[-1].when):
+        raise ValueError(f"{kernel.name}: the last config needs a fallback variant and no predicate")
 
 
 def check_alternates(kernel: Kernel, configs: list[Config]) -> None:

@@ -15,11 +15,11 @@ from typing import Any, Callable, Union
 
 # Triton scalar types an argument may have; "*T" / "T" name a dtype axis instead.
 SCALAR_TYPES = ("i32", "i64", "fp32")
-DTYPES = ("fp16", "bf16", "fp32", "e4m3")
+DTYPES = ("fp16", "bf16", "fp32", "e4m3", "i32", "i64", "bool")
 # The Triton type a dtype axis value compiles as. fp8 e4m3 (OCP, torch.float8_e4m3fn) travels as raw bytes and
 # kernels decode it themselves: every target then reads the same format (AMD's native fp8 is the fnuz variant,
 # and sm_80 has no fp8 conversions).
-TRITON_TYPES = {"e4m3": "u8"}
+TRITON_TYPES = {"e4m3": "u8", "bool": "i1"}  # Triton stores i1 as one byte, as torch and NumPy store bool
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,10 @@ class Config:
     """One compiled config: constexpr values, warps, stages, and an optional C predicate `when` over the
     runtime integer arguments and constexprs that must hold for the runtime to pick it (first match wins).
 
+    `fallback=False` compiles no unhinted variant of the config (kernels with ALIGNED_AND_FALLBACK): arguments that
+    miss the hints go to a later config that has one, which must accept any arguments (it trims the build where
+    unaligned arguments are rare and one general config serves them).
+
     `alternate` configs are compiled for XOPSAOT_AUTOTUNE only: each one competes with the closest preceding
     non-alternate config of the same signature (its bucket, whose predicate it shares) when the runtime times
     the candidates at first use. Only kernels whose launches can be repeated (no output aliases an input)
@@ -94,6 +98,7 @@ class Config:
     num_stages: int = 3
     when: str = ""
     alternate: bool = False
+    fallback: bool = True
 
 
 ConfigSource = Union[Sequence[Config], Callable[[Target, Mapping[str, Any]], Sequence[Config]]]
@@ -117,6 +122,7 @@ class Kernel:
     aligned: ALIGNED_AND_FALLBACK or ALIGNED_ONLY (see above); irrelevant when no argument is `aligned`.
     targets: a predicate on Target to leave out targets the kernel cannot serve (default: all).
     grid_args: integer values the op passes for the grid and predicates only (not kernel parameters).
+    combos:  a predicate on the key values ({axis: value}) to compile only some combinations of the axes.
     """
 
     fn: Any
@@ -128,6 +134,7 @@ class Kernel:
     aligned: str = ALIGNED_AND_FALLBACK
     targets: Callable[[Target], bool] = lambda target: True
     grid_args: Sequence[Arg] = ()
+    combos: Callable[[Mapping[str, Any]], bool] = lambda values: True
 
     @property
     def name(self) -> str:

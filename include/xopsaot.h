@@ -18,7 +18,8 @@
 extern "C" {
 #endif
 
-#define XOPSAOT_ABI_VERSION 4 /* 3 added the norms, activations and softmax family; 4 the rotary embeddings */
+#define XOPSAOT_ABI_VERSION 5 /* 3 added the norms, activations and softmax family; 4 the rotary embeddings; 5 the \
+                                     elementwise ops */
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -104,9 +105,60 @@ XOPSAOT_API const char *xopsaot_autotune_cache(void);
 
 /* Ops. Shapes follow torch / flash-attn conventions; see the README for each op's contract. */
 
-/* out = a + b, all the same shape, dtype (float16, bfloat16, float32) and device, contiguous. */
+/* out = a + b, all the same shape, dtype (float16, bfloat16, float32) and device, contiguous. (xopsaot_elementwise
+ * with XOPSAOT_EW_ADD, kept for ABI 1 callers.) */
 XOPSAOT_API xopsaot_status xopsaot_add(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
                                        void *stream);
+
+/* Elementwise ops. Binary: out = f(x, y); unary: out = f(x) (y NULL). */
+typedef enum {
+  XOPSAOT_EW_ADD = 0,         /* x + alpha * y */
+  XOPSAOT_EW_MUL = 1,
+  XOPSAOT_EW_DIV = 2,         /* true division: float dtypes only */
+  XOPSAOT_EW_DIV_TRUNC = 3,   /* rounded toward zero; integer division by zero gives an unspecified value */
+  XOPSAOT_EW_DIV_FLOOR = 4,   /* rounded down (Python's //) */
+  XOPSAOT_EW_POW = 5,         /* integers: a negative exponent gives 1 for x = 1, +-1 for x = -1, else 0 */
+  XOPSAOT_EW_BITWISE_AND = 6, /* integers and bool */
+  XOPSAOT_EW_BITWISE_OR = 7,
+  XOPSAOT_EW_MAXIMUM = 8, /* NaN propagates */
+  XOPSAOT_EW_MINIMUM = 9,
+  XOPSAOT_EW_EQ = 10, /* comparisons: out is bool */
+  XOPSAOT_EW_NE = 11,
+  XOPSAOT_EW_LT = 12,
+  XOPSAOT_EW_LE = 13,
+  XOPSAOT_EW_GT = 14,
+  XOPSAOT_EW_GE = 15,
+  XOPSAOT_EW_NEG = 16, /* unary from here */
+  XOPSAOT_EW_ABS = 17,
+  XOPSAOT_EW_EXP = 18, /* exp, rsqrt, sin, cos: float dtypes only */
+  XOPSAOT_EW_RSQRT = 19,
+  XOPSAOT_EW_SIN = 20,
+  XOPSAOT_EW_COS = 21,
+  XOPSAOT_EW_ISINF = 22, /* out is bool; false for integers and bool */
+  XOPSAOT_EW_ISNAN = 23,
+  XOPSAOT_EW_BITWISE_NOT = 24, /* integers and bool */
+  XOPSAOT_EW_CLAMP = 25,       /* min(max(x, min), max); NaN propagates */
+  XOPSAOT_EW_SUB = 26          /* x - alpha * y */
+} xopsaot_elementwise_op;
+
+typedef struct {
+  int op;             /* xopsaot_elementwise_op */
+  int scalar_operand; /* 0: none; 1: x is the scalar below (x may be NULL); 2: y is */
+  double scalar;      /* the scalar operand for float dtypes (used as float32) ... */
+  int64_t scalar_int; /* ... and for integers and bool (wrapped to the dtype, as torch does) */
+  double alpha;       /* add and sub, float dtypes */
+  int64_t alpha_int;  /* add and sub, integers and bool */
+  double min, max;    /* clamp bounds, float dtypes (+-inf: none) */
+  int64_t min_int, max_int; /* clamp bounds, integers (INT64_MIN / INT64_MAX: none) */
+} xopsaot_elementwise_options;
+
+/* x and y share one dtype: float16, bfloat16, float32, int32, int64 or bool (promote first); out has that dtype,
+ * or bool for the comparisons and isinf/isnan; float16/bfloat16 compute in float32. x and y broadcast to out's
+ * shape as in NumPy (missing leading dims or dims of 1; stride 0 works too) and may have any strides; out may have
+ * any strides without overlapping itself, and may be x or y itself (in place) but not overlap them otherwise. */
+XOPSAOT_API xopsaot_status xopsaot_elementwise(const xopsaot_tensor *x, const xopsaot_tensor *y,
+                                               const xopsaot_tensor *out, const xopsaot_elementwise_options *options,
+                                               void *stream);
 
 /* RMS norm over the last dim (xopsaot_norm with the rms kind): out = x / sqrt(mean(x^2) + eps) * weight. With
  * residual (not NULL):

@@ -1,5 +1,7 @@
 """Configs shared by the row-wise kernels (norms, softmax): a row up to 8192 elements is held whole in registers,
-the smallest block that fits it is chosen at run time; longer rows loop over blocks of 4096."""
+the smallest block that fits it is chosen at run time; longer rows loop over blocks of 4096. Rows whose length or
+stride misses the alignment hints (rare: a hidden size that is not a multiple of 8) all take the looping config's
+unhinted variant, which takes any length."""
 
 from aot.spec import Config
 
@@ -9,6 +11,9 @@ LOOP_BLOCK = 4096
 
 def row_configs(length: str = "n_cols") -> list[Config]:
     """`length` names the kernel's integer argument holding the row length."""
-    configs = [Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"{length} <= {b}") for b, w in ROW_BLOCKS]
+    configs = [
+        Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"{length} <= {b}", fallback=False)
+        for b, w in ROW_BLOCKS
+    ]
     configs.append(Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8))
     return configs

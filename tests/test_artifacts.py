@@ -15,7 +15,7 @@ MANIFEST = _library.manifest()
 
 # What issues 2, 3 and 4 promise for every arch: op -> kernel, dtypes, and the keys each dtype is compiled with.
 PROMISED = {
-    "add": ("add_kernel", ["float16", "bfloat16", "float32"], {}),
+    "elementwise": ("elementwise_kernel", ["float16", "bfloat16", "float32", "int32", "int64", "bool"], {"OPS": [1]}),
     "norm": (
         "row_norm_kernel",
         ["float16", "bfloat16", "float32"],
@@ -58,6 +58,31 @@ def test_manifest_lists_every_promised_variant(op):
             if chosen.get("HAS_RESIDUAL") and chosen.get("HAS_GATE"):
                 continue  # norm_gate takes no residual: not compiled, on purpose
             assert (dtype, tuple(sorted(zip(keys, values)))) in have, f"{op} {arch} {dtype} {values} missing"
+
+
+def test_elementwise_kernels_cover_every_dtype_pair():
+    """Both elementwise kernels, per arch: each input dtype with its own output and with bool (the comparisons);
+    the flat kernel's math variants (OPS 2) for every non-bool input with its own output."""
+    types = ["float16", "bfloat16", "float32", "int32", "int64", "bool"]
+    pairs = {(t, t) for t in types} | {(t, "bool") for t in types}
+    wanted = {
+        "elementwise_kernel": {p + (1,) for p in pairs} | {(t, t, 2) for t in types if t != "bool"},
+        "elementwise_strided_kernel": {p + (None,) for p in pairs},
+    }
+    for kernel, want in wanted.items():
+        for arch in MANIFEST["archs"]:
+            have = {(v["dtypes"]["T"], v["dtypes"]["O"], v["keys"].get("OPS")) for v in MANIFEST["variants"]
+                    if v["kernel"] == kernel and v["arch"] == arch}  # fmt: skip
+            assert have == want, f"{kernel} {arch}: {sorted(want ^ have, key=str)}"
+
+
+def test_unaligned_rows_have_the_looping_fallback():
+    """Row kernels compile unhinted variants only for the looping config (it takes any length)."""
+    for kernel in ("row_norm_kernel", "group_norm_kernel", "softmax_kernel"):
+        for arch in MANIFEST["archs"]:
+            fallbacks = [v for v in MANIFEST["variants"]
+                         if v["kernel"] == kernel and v["arch"] == arch and not v["aligned_args"]]  # fmt: skip
+            assert fallbacks and all(v["constexprs"].get("LOOP") and v["when"] == "" for v in fallbacks), kernel
 
 
 def test_long_rows_have_a_looping_variant():
@@ -121,4 +146,4 @@ def test_package_contents():
     assert _library.LIBRARY_PATH.exists() and _library.MANIFEST_PATH.exists()
     header = _library.HEADER_PATH.read_text()
     assert "xopsaot_flash_attn" in header and "XOPSAOT_ABI_VERSION" in header
-    assert _library.library().xopsaot_abi_version() == 4
+    assert _library.library().xopsaot_abi_version() == 5

@@ -130,12 +130,12 @@ def test_add_packs_arguments_and_picks_variants(fake_driver):
     r = scenario(
         fake_driver,
         f"""
-        fake.fake_cuda_expect_params(6)
-        for dtype, pa in (("float16", {A}), ("bfloat16", {A}), ("float32", {A} + 4)):
-            _library.call("xopsaot_add", (tensor((1000,), dtype, pa), tensor((1000,), dtype, {B}),
+        fake.fake_cuda_expect_params(16)
+        for dtype in ("float16", "bfloat16", "float32"):
+            _library.call("xopsaot_add", (tensor((1000,), dtype, {A}), tensor((1000,), dtype, {B}),
                                           tensor((1000,), dtype, {C})), 0x1234)
-        _library.call("xopsaot_add", (tensor((2**40,), ptr={A}), tensor((2**40,), ptr={B}),
-                                      tensor((2**40,), ptr={C})), 0)
+        _library.call("xopsaot_add", (tensor((2**40,), ptr={A}), tensor((2**40,), ptr={A} + 2**41),
+                                      tensor((2**40,), ptr={A} + 2**42)), 0)
         emit(launches=launches(), depth=fake.fake_cuda_depth(),
              too_big=error_of(_library.call, "xopsaot_add", (tensor((2**45,)),) * 3, 0),
              empty=error_of(_library.call, "xopsaot_add", (tensor((0,)),) * 3, 0),
@@ -143,15 +143,138 @@ def test_add_packs_arguments_and_picks_variants(fake_driver):
     """,
     )
     fp16, bf16, fp32, huge = r["launches"]
-    assert fp16["kernel"] == "add_kernel" and fp16["grid"] == [1, 1, 1] and fp16["block"] == [128, 1, 1]
-    assert fp16["stream"] == 0x1234 and fp16["params"] == [A, B, C, 1000, 0, 0]  # + the two scratch pointers
-    assert fp16["variant"]["arch"] == "sm_90a" and fp16["variant"]["dtypes"] == {"T": "float16"}
-    assert fp16["variant"]["aligned_args"] and bf16["variant"]["dtypes"] == {"T": "bfloat16"}
-    assert fp32["variant"]["dtypes"] == {"T": "float32"} and fp32["variant"]["aligned_args"] == []  # A+4
-    assert huge["grid"] == [2**40 // 2048, 1, 1] and huge["params"][3] == 2**40  # 64-bit sizes and grid
+    assert fp16["kernel"] == "elementwise_kernel" and fp16["grid"] == [1, 1, 1] and fp16["block"] == [128, 1, 1]
+    assert fp16["stream"] == 0x1234
+    # X, Y, OUT, n, inner, op, mode_x, mode_y, fa (alpha), fb, ia (alpha), ib, fs, is_ + the two scratch pointers
+    assert decode(fp16["params"], "elementwise_kernel")[:14] == [A, B, C, 1000, 16, 0, 0, 0, 1.0, 0.0, 1, 0, 0.0, 0]
+    assert fp16["variant"]["arch"] == "sm_90a" and fp16["variant"]["dtypes"] == {"T": "float16", "O": "float16"}
+    assert bf16["variant"]["dtypes"] == {"T": "bfloat16", "O": "bfloat16"}
+    assert fp32["variant"]["dtypes"] == {"T": "float32", "O": "float32"}
+    assert huge["grid"] == [2**40 // 1024, 1, 1] and huge["params"][3] == 2**40  # 64-bit sizes and grid
     assert r["too_big"][0] == "ValueError" and "outside the launch limits" in r["too_big"][1]
     assert r["empty"] is None and r["count"] == 4  # an empty tensor launches nothing
     assert r["depth"] == 0  # the primary context pushed for the launch was popped
+
+
+ELEMENTWISE_PRELUDE = """
+        def ew(op, x, y, out, **kw):
+            o = _library.ElementwiseOptions(op=op, **kw)
+            _library.call("xopsaot_elementwise", (x, y, out), ctypes.byref(o), 0)
+        def ew_error(op, x, y, out, **kw):
+            r = error_of(lambda: ew(op, x, y, out, **kw))
+            return r and r[1]
+"""
+
+
+@needs_sm90
+def test_elementwise_flat_kernel_modes(fake_driver):
+    """The flat kernel: contiguous operands, a bias row, a column vector, one element, a scalar by value, bool out,
+    unary ops (y unused), sub as add with -alpha and int32 clamp bounds saturated."""
+    r = scenario(
+        fake_driver,
+        ELEMENTWISE_PRELUDE
+        + f"""
+        fake.fake_cuda_expect_params(16)
+        x = tensor((64, 4096), "float16", {A})
+        out = tensor((64, 4096), "float16", {C})
+        ew(1, x, tensor((4096,), "float16", {B}), out)                   # bias: y[i % 4096]
+        ew(1, x, tensor((64, 1), "float16", {B}), out)                   # column: y[i // 4096]
+        ew(1, x, tensor((1, 1), "float16", {B}), out)                    # one element
+        ew(14, x, None, tensor((64, 4096), "bool", {C}), scalar_operand=2, scalar=0.5)  # x > 0.5
+        ew(5, None, x, out, scalar_operand=1, scalar=2.0)                # 2 ** x
+        ew(16, tensor((10,), "int32", {A}), None, tensor((10,), "int32", {C}))
+        ew(26, tensor((10,), "int64", {A}), tensor((10,), "int64", {B}), tensor((10,), "int64", {C}), alpha_int=3)
+        ew(25, tensor((10,), "int32", {A}), None, tensor((10,), "int32", {C}), min_int=-2**40, max_int=7)
+        emit(launches=launches())
+    """,
+    )
+    bias, column, one, gt, pow_, neg, sub, clamp = [decode(x["params"], x["kernel"])[:14] for x in r["launches"]]
+    assert {x["kernel"] for x in r["launches"]} == {"elementwise_kernel"}
+    n = 64 * 4096
+    assert bias == [A, B, C, n, 4096, 1, 0, 2, 0.0, 0.0, 0, 0, 0.0, 0]
+    assert column[4:8] == [4096, 1, 0, 3] and one[4:8] == [16, 1, 0, 1]
+    assert gt[1] == C and gt[5:8] == [14, 0, 4] and gt[12] == 0.5  # the scalar's slot points at out (aligned)
+    assert r["launches"][3]["variant"]["dtypes"] == {"T": "float16", "O": "bool"}
+    assert pow_[5:8] == [5, 4, 0] and pow_[0] == C and pow_[12] == 2.0
+    # the math ops run the OPS=2 variant, the rest the light one
+    assert [x["variant"]["keys"]["OPS"] for x in r["launches"]] == [1, 1, 1, 1, 2, 1, 1, 1]
+    assert neg[5:8] == [16, 0, 4]
+    assert sub[5] == 0 and sub[10] == 2**64 - 3  # add with alpha -3 (raw int64)
+    assert clamp[5] == 25 and clamp[10] == 2**64 - 2**31 and clamp[11] == 7
+
+
+@needs_sm90
+def test_elementwise_strided_kernel_and_host_loop(fake_driver):
+    """Unaligned pointers and general strides take the strided kernel: the wide tile for long rows, the narrow one
+    for short rows; more than 4 merged dims loop over the leading ones on the host."""
+    r = scenario(
+        fake_driver,
+        ELEMENTWISE_PRELUDE
+        + f"""
+        fake.fake_cuda_expect_params(30)
+        ew(0, tensor((1000,), "float16", {A} + 2), tensor((1000,), "float16", {B}), tensor((1000,), "float16", {C}),
+           alpha=1.0)
+        ew(0, tensor((64, 32), "float32", {A}, strides=(1, 64)), tensor((64, 32), "float32", {B}),
+           tensor((64, 32), "float32", {C}), alpha=1.0)
+        first = fake.fake_cuda_launch_count()
+        shape = (2, 3, 2, 3, 2, 5)
+        ew(0, tensor(shape, "float32", {A}, strides=(1, 2, 6, 12, 36, 72)), tensor(shape, "float32", {B}),
+           tensor(shape, "float32", {C}), alpha=1.0)
+        emit(launches=launches()[:first], looped=launches()[first:])
+    """,
+    )
+    unaligned, transposed = r["launches"]
+    args = decode(unaligned["params"], "elementwise_strided_kernel")
+    # X, Y, OUT, n_rows, d1, d2, d3, sx0..3, sy0..3, so0..3
+    assert args[:19] == [A + 2, B, C, 1, 1, 1, 1000, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]
+    assert unaligned["variant"]["constexprs"] == {"BLOCK_R": 16, "BLOCK_C": 128}
+    args = decode(transposed["params"], "elementwise_strided_kernel")
+    assert args[3:19] == [64, 1, 64, 32, 0, 0, 1, 64, 0, 0, 32, 1, 0, 0, 32, 1]
+    assert transposed["variant"]["constexprs"] == {"BLOCK_R": 256, "BLOCK_C": 8}
+    looped = r["looped"]
+    assert len(looped) == 2 * 3 * 2  # three leading dims on the host, the last three in each launch
+    firsts = [decode(x["params"], "elementwise_strided_kernel") for x in looped]
+    assert firsts[1][0] == A + 4 * 6 and firsts[1][2] == C + 4 * 30  # the next index of the leading dims
+    assert firsts[0][3:7] == [6, 3, 2, 5]
+
+
+@needs_sm90
+def test_elementwise_c_checks(fake_driver):
+    r = scenario(
+        fake_driver,
+        ELEMENTWISE_PRELUDE
+        + f"""
+        f16 = lambda shape, ptr={A}, **kw: tensor(shape, "float16", ptr, **kw)
+        i32 = lambda shape, ptr={A}: tensor(shape, "int32", ptr)
+        emit(
+            broadcast=ew_error(0, f16((4, 3)), f16((4,), {B}), f16((4, 3), {C})),
+            self_overlap=ew_error(0, f16((4, 3)), f16((4, 3), {B}), f16((4, 3), {C}, strides=(0, 1))),
+            partial=ew_error(0, f16((4, 3), {C} + 2), f16((4, 3), {B}), f16((4, 3), {C})),
+            in_place=ew_error(0, f16((4, 3), {C}), f16((4, 3), {B}), f16((4, 3), {C}), alpha=1.0),
+            int_div=ew_error(2, i32((4,)), i32((4,), {B}), i32((4,), {C})),
+            float_not=ew_error(24, f16((4,)), None, f16((4,), {C})),
+            compare_out=ew_error(10, f16((4,)), f16((4,), {B}), f16((4,), {C})),
+            mixed=ew_error(0, f16((4,)), tensor((4,), "float32", {B}), f16((4,), {C})),
+            unary_y=ew_error(16, f16((4,)), f16((4,), {B}), f16((4,), {C})),
+            bad_op=ew_error(99, f16((4,)), f16((4,), {B}), f16((4,), {C})),
+            scalar_unary=ew_error(16, f16((4,)), None, f16((4,), {C}), scalar_operand=2),
+            missing=ew_error(0, f16((4,)), None, f16((4,), {C})),
+            launches=fake.fake_cuda_launch_count(),
+        )
+    """,
+    )
+    assert "y's dim 0 has size 4, which does not broadcast to out's 3" in r["broadcast"]
+    assert "out has overlapping elements" in r["self_overlap"]
+    assert "x and out share memory but are not the same elements" in r["partial"]
+    assert r["in_place"] is None and r["launches"] == 1
+    assert r["int_div"] == "div: dtype int32 is not supported; supported: float16, bfloat16, float32"
+    assert r["float_not"] == "bitwise_not: dtype float16 is not supported; supported: int32, int64, bool"
+    assert r["compare_out"] == "eq: out has dtype float16, expected bool"
+    assert r["mixed"] == "add: y has dtype float32, expected float16"
+    assert r["unary_y"] == "neg: a unary op takes no y"
+    assert r["bad_op"] == "elementwise: op is 99; supported: 0 to 26"
+    assert "scalar_operand is 2; supported: 0 (a unary op)" in r["scalar_unary"]
+    assert r["missing"] == "add: y is NULL"
 
 
 @needs_sm90
@@ -159,7 +282,7 @@ def test_config_predicates_and_keys(fake_driver):
     r = scenario(
         fake_driver,
         """
-        for n in (100, 4096, 9000):
+        for n in (96, 4096, 9000, 100):
             x = tensor((3, n))
             _library.call("xopsaot_rms_norm", (x, tensor((n,)), None, x, None), 1e-6, 0)
         x = tensor((3, 64))
@@ -171,8 +294,10 @@ def test_config_predicates_and_keys(fake_driver):
         emit(launches=launches())
     """,
     )
-    small, mid, loop, residual, mm, mm_t = r["launches"]
+    small, mid, loop, unaligned, residual, mm, mm_t = r["launches"]
     assert [v["variant"]["constexprs"]["BLOCK_N"] for v in (small, mid)] == [256, 4096]
+    # a row length the hints miss takes the looping config's fallback, the only unhinted row variant
+    assert unaligned["variant"]["constexprs"]["LOOP"] is True and unaligned["variant"]["aligned_args"] == []
     assert loop["variant"]["constexprs"]["LOOP"] is True and small["grid"] == [3, 1, 1]
     assert residual["variant"]["keys"] == {"HAS_RESIDUAL": True, "HAS_GATE": False}
     assert mm["variant"]["keys"] == {"B_K_CONTIGUOUS": False} and mm_t["variant"]["keys"] == {"B_K_CONTIGUOUS": True}
@@ -316,7 +441,7 @@ def test_driver_errors_are_reported(fake_driver, tmp_path):
     name, message, status = failing_load["error"]
     if ARCHS:
         assert name == "XopsaotError" and status == "DRIVER"
-        assert "cuModuleLoadData(add_kernel/" in message and "CUDA_ERROR_INVALID_IMAGE" in message
+        assert "cuModuleLoadData(elementwise_kernel/" in message and "CUDA_ERROR_INVALID_IMAGE" in message
     no_device = scenario(
         fake_driver, "emit(info=xopsaot.info(), count=_library.device_count())", FAKE_CUDA_INIT_ERROR="100"
     )
@@ -580,11 +705,11 @@ def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
         (lambda: raw_call("xopsaot_add", *[descriptor((4,), dtype=99)] * 3), "invalid dtype code 99"),
         (
             lambda: raw_call("xopsaot_add", descriptor((4,)), descriptor((4,), device=1), descriptor((4,))),
-            "add: a is on device 0 but b is on device 1",
+            "add: y is on device 1 but out is on device 0",
         ),
         (
-            lambda: raw_call("xopsaot_add", *[descriptor((4,), dtype=7)] * 3),
-            "add: dtype int32 is not compiled (compiled: float16, bfloat16, float32)",
+            lambda: raw_call("xopsaot_add", *[descriptor((4,), dtype=4)] * 3),
+            "add: dtype float64 is not supported; supported: float16, bfloat16, float32, int32, int64, bool",
         ),
         (
             lambda: raw_call("xopsaot_flash_attn", *[descriptor((1, 4, 2, 264))] * 4, None, None, scalars=attn(0.1)),

@@ -100,6 +100,14 @@ class Framework:
         """x with `extra` zeros appended along its last dim (a new array)."""
         raise NotImplementedError
 
+    def astype(self, x, dtype: str):
+        """A new GPU array: x converted to dtype (a promotion before a kernel that takes one dtype)."""
+        raise NotImplementedError
+
+    def copy_into(self, target, source) -> None:
+        """Write GPU array source into target (same shape), converting the dtype."""
+        raise TypeError(f"{self.name} arrays cannot be written in place")
+
     def assign(self, x, array: np.ndarray) -> None:
         """Write host values into array x in place (ops that document an in-place update, on the CPU path); an
         fp8 array takes raw bytes."""
@@ -156,6 +164,7 @@ class TorchFramework(Framework):
             torch.float64: "float64",
             torch.int32: "int32",
             torch.int64: "int64",
+            torch.bool: "bool",
         }
         if hasattr(torch, "float8_e4m3fn"):
             self.names[torch.float8_e4m3fn] = "float8_e4m3fn"
@@ -218,6 +227,12 @@ class TorchFramework(Framework):
     def pad_last(self, t, extra):
         return self.torch.nn.functional.pad(t, (0, extra))
 
+    def astype(self, t, dtype):
+        return t.to(self.dtypes[dtype])
+
+    def copy_into(self, target, source):
+        target.copy_(source)
+
     def assign(self, t, array):
         if self.names.get(t.dtype) == "float8_e4m3fn":
             t = t.view(self.torch.uint8)
@@ -267,6 +282,14 @@ class CupyFramework(Framework):
         with self.cupy.cuda.Device(x.device.id):
             x[...] = self.cupy.asarray(array).astype(x.dtype)
 
+    def astype(self, x, dtype):
+        with self.cupy.cuda.Device(x.device.id):
+            return x.astype(dtype)
+
+    def copy_into(self, target, source):
+        with self.cupy.cuda.Device(target.device.id):
+            target[...] = source
+
     def to_host(self, x):
         return self.cupy.asnumpy(x)
 
@@ -314,6 +337,9 @@ class JaxFramework(Framework):
 
     def pad_last(self, x, extra):
         return self.jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, extra)])
+
+    def astype(self, x, dtype):
+        return x.astype(dtype)
 
     def moveaxis(self, x, source, destination):
         return self.jnp.moveaxis(x, source, destination)

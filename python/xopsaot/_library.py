@@ -29,7 +29,16 @@ STATUS_NAMES = [
 ]
 
 # xopsaot_dtype codes of the dtypes the ops take
-DTYPE_CODES = {"float16": 1, "bfloat16": 2, "float32": 3, "float64": 4, "int32": 7, "int64": 8, "float8_e4m3fn": 11}
+DTYPE_CODES = {
+    "float16": 1,
+    "bfloat16": 2,
+    "float32": 3,
+    "float64": 4,
+    "int32": 7,
+    "int64": 8,
+    "bool": 10,
+    "float8_e4m3fn": 11,
+}
 
 MAX_NDIM = 8
 MAX_DESCRIPTORS = 16  # tensors one C call takes, at most (flash_attn_with_kvcache: 9)
@@ -83,10 +92,28 @@ class NormOptions(ctypes.Structure):
     ]
 
 
+class ElementwiseOptions(ctypes.Structure):
+    """xopsaot_elementwise_options, passed by pointer like AttentionOptions."""
+
+    _fields_ = [
+        ("op", ctypes.c_int),
+        ("scalar_operand", ctypes.c_int),
+        ("scalar", ctypes.c_double),
+        ("scalar_int", ctypes.c_int64),
+        ("alpha", ctypes.c_double),
+        ("alpha_int", ctypes.c_int64),
+        ("min", ctypes.c_double),
+        ("max", ctypes.c_double),
+        ("min_int", ctypes.c_int64),
+        ("max_int", ctypes.c_int64),
+    ]
+
+
 # Function name -> (argument types, including trailing scalars). Tensors are passed as descriptor addresses.
 _T = ctypes.c_void_p
 SIGNATURES = {
     "xopsaot_add": [_T, _T, _T, ctypes.c_void_p],
+    "xopsaot_elementwise": [_T, _T, _T, ctypes.POINTER(ElementwiseOptions), ctypes.c_void_p],
     "xopsaot_rms_norm": [_T, _T, _T, _T, _T, ctypes.c_float, ctypes.c_void_p],
     "xopsaot_norm": [_T] * 7 + [ctypes.POINTER(NormOptions), ctypes.c_void_p],
     "xopsaot_group_norm": [_T] * 4 + [ctypes.c_int64, ctypes.c_float, ctypes.c_void_p],
