@@ -1,5 +1,5 @@
-"""Elementwise ops on a CUDA GPU against torch eager, torch.compile of the same function and the measured copy
-bandwidth, in the same run: each broadcast form the kernels distinguish (same shape, a bias row, a column, a
+"""Elementwise ops and dropout on a CUDA GPU against torch eager, torch.compile of the same function and the measured
+copy bandwidth, in the same run: each broadcast form the kernels distinguish (same shape, a bias row, a column, a
 scalar), a bool result, unary math, and a transposed input (the strided kernel); host time per call on one decode
 token. Writes <out>/<device>-<date>-elementwise.{json,md}.
 
@@ -45,6 +45,10 @@ def clamp(x):
     return torch.clamp(x, -1.0, 1.0)
 
 
+def dropout(x):
+    return torch.nn.functional.dropout(x, 0.1)
+
+
 def cases(m: int, n: int) -> dict:
     """name -> (ours, torch function, args, bytes moved once)."""
     x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
@@ -63,6 +67,7 @@ def cases(m: int, n: int) -> dict:
         "exp": (xopsaot.exp, torch.exp, (x,), 2 * size),
         "add, transposed x": (xopsaot.add, torch.add, (xt, y), 3 * size),
         "add int32": (xopsaot.add, torch.add, (ints[0], ints[1]), 3 * 2 * size),
+        "dropout p=0.1": (lambda a: xopsaot.dropout(a, 0.1, seed=1), dropout, (x,), 2 * size),
     }
 
 
@@ -93,7 +98,7 @@ def main() -> None:
 def markdown(results: dict) -> str:
     env = results["environment"]
     lines = [
-        f"# Elementwise ops, {env['device']}, {env['date']}",
+        f"# Elementwise ops and dropout, {env['device']}, {env['date']}",
         "",
         f"torch {env['torch']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with Triton "
         f"{env['xopsaot_built_with_triton']}), torch.compile with Triton {env['triton_on_device']}. "

@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define XOPSAOT_ABI_VERSION 5 /* 3 added the norms, activations and softmax family; 4 the rotary embeddings; 5 the \
-                                     elementwise ops */
+                                     elementwise ops and dropout */
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -159,6 +159,13 @@ typedef struct {
 XOPSAOT_API xopsaot_status xopsaot_elementwise(const xopsaot_tensor *x, const xopsaot_tensor *y,
                                                const xopsaot_tensor *out, const xopsaot_elementwise_options *options,
                                                void *stream);
+
+/* Dropout: out = x * keep / (1 - p), x and out contiguous, of one shape and dtype (float16, bfloat16, float32).
+ * Element i is kept when the uniform value of Philox4x32-10 output i % 4, counter offset + i // 4 (low word, high
+ * word, 0, 0), key seed (low word, high word), top 24 bits scaled by 2^-24, is at least p. Calls that share a seed
+ * draw independent masks when their offsets are at least ceil(numel / 4) apart. p in [0, 1]; offset >= 0. */
+XOPSAOT_API xopsaot_status xopsaot_dropout(const xopsaot_tensor *x, const xopsaot_tensor *out, float p, int64_t seed,
+                                           int64_t offset, void *stream);
 
 /* RMS norm over the last dim (xopsaot_norm with the rms kind): out = x / sqrt(mean(x^2) + eps) * weight. With
  * residual (not NULL):

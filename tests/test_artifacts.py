@@ -21,6 +21,7 @@ PROMISED = {
         ["float16", "bfloat16", "float32"],
         {"HAS_RESIDUAL": [False, True], "HAS_GATE": [False, True]},
     ),
+    "dropout": ("dropout_kernel", ["float16", "bfloat16", "float32"], {}),
     "group_norm": ("group_norm_kernel", ["float16", "bfloat16", "float32"], {}),
     "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {}),
     "rotary": ("rotary_kernel", ["float16", "bfloat16", "float32"], {}),

@@ -14,6 +14,7 @@ from ._info import info, preload
 from ._library import XopsaotError
 from ._ops.activation import gelu, gelu_and_mul, relu, sigmoid, silu, silu_and_mul, tanh
 from ._ops.attention import flash_attn, flash_attn_varlen, flash_attn_with_kvcache
+from ._ops.dropout import dropout
 from ._ops.elementwise import (
     abs,
     add,
@@ -59,6 +60,7 @@ __all__ = [
     "cos",
     "dispatch",
     "div",
+    "dropout",
     "eq",
     "exp",
     "flash_attn",
