@@ -1,7 +1,8 @@
-"""Elementwise ops and dropout on a CUDA GPU against torch eager, torch.compile of the same function and the measured
-copy bandwidth, in the same run: each broadcast form the kernels distinguish (same shape, a bias row, a column, a
-scalar), a bool result, unary math, and a transposed input (the strided kernel); host time per call on one decode
-token. Writes <out>/<device>-<date>-elementwise.{json,md}.
+"""Elementwise ops, dropout and scans on a CUDA GPU against torch eager, torch.compile of the same function and the
+measured copy bandwidth, in the same run: each broadcast form the elementwise kernels distinguish (same shape, a bias
+row, a column, a scalar), a bool result, unary math, a transposed input (the strided kernel), dropout, cumsum along
+the last dim and dim 0, logcumsumexp; host time per call on one decode token. Writes
+<out>/<device>-<date>-elementwise.{json,md}.
 
     python benchmarks/elementwise.py --out benchmarks/results
 """
@@ -49,6 +50,18 @@ def dropout(x):
     return torch.nn.functional.dropout(x, 0.1)
 
 
+def cumsum_rows(x):
+    return torch.cumsum(x, -1)
+
+
+def cumsum_columns(x):
+    return torch.cumsum(x, 0)
+
+
+def logcumsumexp_rows(x):
+    return torch.logcumsumexp(x, -1)
+
+
 def cases(m: int, n: int) -> dict:
     """name -> (ours, torch function, args, bytes moved once)."""
     x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
@@ -68,6 +81,9 @@ def cases(m: int, n: int) -> dict:
         "add, transposed x": (xopsaot.add, torch.add, (xt, y), 3 * size),
         "add int32": (xopsaot.add, torch.add, (ints[0], ints[1]), 3 * 2 * size),
         "dropout p=0.1": (lambda a: xopsaot.dropout(a, 0.1, seed=1), dropout, (x,), 2 * size),
+        "cumsum, last dim": (lambda a: xopsaot.cumsum(a, -1), cumsum_rows, (x,), 2 * size),
+        "cumsum, dim 0": (lambda a: xopsaot.cumsum(a, 0), cumsum_columns, (x,), 2 * size),
+        "logcumsumexp, last dim": (lambda a: xopsaot.logcumsumexp(a, -1), logcumsumexp_rows, (x,), 2 * size),
     }
 
 
@@ -98,7 +114,7 @@ def main() -> None:
 def markdown(results: dict) -> str:
     env = results["environment"]
     lines = [
-        f"# Elementwise ops and dropout, {env['device']}, {env['date']}",
+        f"# Elementwise ops, dropout and scans, {env['device']}, {env['date']}",
         "",
         f"torch {env['torch']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with Triton "
         f"{env['xopsaot_built_with_triton']}), torch.compile with Triton {env['triton_on_device']}. "

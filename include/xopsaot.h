@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 #define XOPSAOT_ABI_VERSION 5 /* 3 added the norms, activations and softmax family; 4 the rotary embeddings; 5 the \
-                                     elementwise ops and dropout */
+                                     elementwise ops, dropout and scans */
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -166,6 +166,14 @@ XOPSAOT_API xopsaot_status xopsaot_elementwise(const xopsaot_tensor *x, const xo
  * draw independent masks when their offsets are at least ceil(numel / 4) apart. p in [0, 1]; offset >= 0. */
 XOPSAOT_API xopsaot_status xopsaot_dropout(const xopsaot_tensor *x, const xopsaot_tensor *out, float p, int64_t seed,
                                            int64_t offset, void *stream);
+
+/* Scans along dim: XOPSAOT_SCAN_CUMSUM (reverse: from the end) and XOPSAOT_SCAN_LOGCUMSUMEXP. x and out contiguous,
+ * of one shape; out is x's dtype for float16/bfloat16/float32 and int64 for int32/int64/bool (cumsum only), as in
+ * torch. cu_seqlens (optional, int32 (batch + 1,), dim 0 only): the scan restarts at each sequence start, and the
+ * tokens after cu_seqlens[batch] are scanned as one more sequence. */
+enum { XOPSAOT_SCAN_CUMSUM = 0, XOPSAOT_SCAN_LOGCUMSUMEXP = 1 };
+XOPSAOT_API xopsaot_status xopsaot_scan(const xopsaot_tensor *x, const xopsaot_tensor *out,
+                                        const xopsaot_tensor *cu_seqlens, int dim, int op, int reverse, void *stream);
 
 /* RMS norm over the last dim (xopsaot_norm with the rms kind): out = x / sqrt(mean(x^2) + eps) * weight. With
  * residual (not NULL):

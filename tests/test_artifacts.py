@@ -22,6 +22,7 @@ PROMISED = {
         {"HAS_RESIDUAL": [False, True], "HAS_GATE": [False, True]},
     ),
     "dropout": ("dropout_kernel", ["float16", "bfloat16", "float32"], {}),
+    "scan": ("scan_kernel", ["float16", "bfloat16", "float32", "int32", "int64", "bool"], {}),
     "group_norm": ("group_norm_kernel", ["float16", "bfloat16", "float32"], {}),
     "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {}),
     "rotary": ("rotary_kernel", ["float16", "bfloat16", "float32"], {}),

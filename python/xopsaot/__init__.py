@@ -45,6 +45,7 @@ from ._ops.elementwise import (
 from ._ops.matmul import matmul
 from ._ops.norm import group_norm, layer_norm, norm_gate, rms_norm
 from ._ops.rotary import apply_rotary, lrpe_cosine, rotary_qk
+from ._ops.scan import cumsum, logcumsumexp
 from ._ops.softmax import log_softmax, logsumexp, softmax
 from ._registry import dispatch, ops
 
@@ -58,6 +59,7 @@ __all__ = [
     "bitwise_or",
     "clamp",
     "cos",
+    "cumsum",
     "dispatch",
     "div",
     "dropout",
@@ -77,6 +79,7 @@ __all__ = [
     "layer_norm",
     "le",
     "log_softmax",
+    "logcumsumexp",
     "logsumexp",
     "lrpe_cosine",
     "lt",

@@ -115,6 +115,7 @@ SIGNATURES = {
     "xopsaot_add": [_T, _T, _T, ctypes.c_void_p],
     "xopsaot_elementwise": [_T, _T, _T, ctypes.POINTER(ElementwiseOptions), ctypes.c_void_p],
     "xopsaot_dropout": [_T, _T, ctypes.c_float, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p],
+    "xopsaot_scan": [_T, _T, _T, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p],
     "xopsaot_rms_norm": [_T, _T, _T, _T, _T, ctypes.c_float, ctypes.c_void_p],
     "xopsaot_norm": [_T] * 7 + [ctypes.POINTER(NormOptions), ctypes.c_void_p],
     "xopsaot_group_norm": [_T] * 4 + [ctypes.c_int64, ctypes.c_float, ctypes.c_void_p],
