@@ -20,6 +20,7 @@ from run import (  # noqa: E402
     copy_bandwidth,
     environment,
     host_times_us,
+    peer_preamble,
     peer_row,
     peer_table,
     results_stem,
@@ -112,15 +113,8 @@ def main() -> None:
 
 
 def markdown(results: dict) -> str:
-    env = results["environment"]
     lines = [
-        f"# Elementwise ops, dropout and scans, {env['device']}, {env['date']}",
-        "",
-        f"torch {env['torch']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with Triton "
-        f"{env['xopsaot_built_with_triton']}), torch.compile with Triton {env['triton_on_device']}. "
-        f"Copy bandwidth {results['copy_tbps']:.2f} TB/s.",
-        "",
-        "Command: `python benchmarks/elementwise.py --out benchmarks/results`; raw numbers in the JSON beside it.",
+        *peer_preamble("Elementwise ops, dropout and scans", results, "elementwise.py"),
         "Device time per call (bursts of ten calls queued behind a sleeping kernel), bf16 unless named. TB/s counts",
         "each full-size operand read once and the output written once (a bias row, a column or a scalar adds",
         "nothing; a bool output counts one byte per element). The transposed row takes the strided kernel.",

@@ -15,7 +15,16 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import copy_bandwidth, environment, peer_row, peer_table, results_stem, warm_up_gpu, write_results  # noqa: E402
+from run import (  # noqa: E402
+    copy_bandwidth,
+    environment,
+    peer_preamble,
+    peer_row,
+    peer_table,
+    results_stem,
+    warm_up_gpu,
+    write_results,
+)
 
 import xopsaot  # noqa: E402
 
@@ -58,13 +67,7 @@ def main() -> None:
             results["rows"].append(peer_row(name, [m, n], nbytes, ours, fn, results["copy_tbps"], (x,)))
     env = results["environment"]
     lines = [
-        f"# Activations and the softmax family, {env['device']}, {env['date']}",
-        "",
-        f"torch {env['torch']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with Triton "
-        f"{env['xopsaot_built_with_triton']}), torch.compile with Triton {env['triton_on_device']}. "
-        f"Copy bandwidth {results['copy_tbps']:.2f} TB/s.",
-        "",
-        "Command: `python benchmarks/memory_bound.py --out benchmarks/results`; raw numbers in the JSON beside it.",
+        *peer_preamble("Activations and the softmax family", results, "memory_bound.py"),
         "Device time per call (bursts of ten calls queued behind a sleeping kernel); TB/s counts x read once and the",
         "output written once; eager runs torch's unfused sequence for the gated ops (slice, activation, multiply).",
         "",

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import bench_queued as bench  # noqa: E402
-from run import copy_bandwidth, environment, host_times_us, results_stem, warm_up_gpu, write_results  # noqa: E402
+from run import bench_queued as bench
+from run import copy_bandwidth, environment, host_times_us, peer_preamble, results_stem, warm_up_gpu, write_results  # noqa: E402  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -123,15 +123,8 @@ def host_results() -> dict:
 
 
 def markdown(results: dict) -> str:
-    env = results["environment"]
     lines = [
-        f"# Norms, {env['device']}, {env['date']}",
-        "",
-        f"torch {env['torch']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with Triton "
-        f"{env['xopsaot_built_with_triton']}), torch.compile with Triton {env['triton_on_device']}.",
-        f"Copy bandwidth {results['copy_tbps']:.2f} TB/s.",
-        "",
-        "Command: `python benchmarks/norms.py --out benchmarks/results`; raw numbers in the JSON beside this file.",
+        *peer_preamble("Norms", results, "norms.py"),
         "",
         "Device time per call: bursts of ten calls queued behind a sleeping kernel, CUDA events around each burst.",
         "TB/s counts each tensor of x's size read or written once (x, residual, gate, outputs); eager runs the",

@@ -18,6 +18,7 @@ from run import (  # noqa: E402
     copy_bandwidth,
     environment,
     host_times_us,
+    peer_preamble,
     peer_row,
     peer_table,
     results_stem,
@@ -102,15 +103,8 @@ def main() -> None:
 
 
 def markdown(results: dict) -> str:
-    env = results["environment"]
     lines = [
-        f"# Rotary embeddings, {env['device']}, {env['date']}",
-        "",
-        f"torch {env['torch']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with Triton "
-        f"{env['xopsaot_built_with_triton']}), torch.compile with Triton {env['triton_on_device']}. "
-        f"Copy bandwidth {results['copy_tbps']:.2f} TB/s.",
-        "",
-        "Command: `python benchmarks/rotary.py --out benchmarks/results`; raw numbers in the JSON beside it.",
+        *peer_preamble("Rotary embeddings", results, "rotary.py"),
         "Device time per call (bursts of ten calls queued behind a sleeping kernel), bf16, rotary_dim = head_dim.",
         "TB/s counts each tensor read or written once: x and the output (apply_rotary), q and k read and written",
         "(rotary_qk), x and the doubled output (lrpe_cosine). Eager runs the unfused torch sequence: flash-attn's",

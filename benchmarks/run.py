@@ -111,6 +111,20 @@ def peer_row(op: str, shape, nbytes: float, ours, eager, copy_tbps: float, args:
     return row
 
 
+def peer_preamble(title: str, results: dict, script: str) -> list[str]:
+    """The opening lines of a peer benchmark's markdown: title, versions, copy bandwidth, the command."""
+    env = results["environment"]
+    return [
+        f"# {title}, {env['device']}, {env['date']}",
+        "",
+        f"torch {env['torch']}, driver {env['driver']}, xopsaot {env['xopsaot']} (built with Triton "
+        f"{env['xopsaot_built_with_triton']}), torch.compile with Triton {env['triton_on_device']}. "
+        f"Copy bandwidth {results['copy_tbps']:.2f} TB/s.",
+        "",
+        f"Command: `python benchmarks/{script} --out benchmarks/results`; raw numbers in the JSON beside it.",
+    ]
+
+
 def peer_table(rows: list[dict]) -> list[str]:
     """The markdown table of peer_row results."""
     lines = [
