@@ -14,18 +14,19 @@ enum { MODE_CONTIGUOUS, MODE_ONE, MODE_ROW, MODE_COLUMN, MODE_SCALAR }; /* eleme
 
 typedef struct {
   const char *name;
-  int kinds;        /* the input dtypes it takes */
-  int bool_out;     /* out is bool */
+  int kinds;    /* the input dtypes it takes */
+  int bool_out; /* out is bool */
   int binary;
+  int math; /* served by the flat kernel's math variant (OPS 2): its long code stays out of the light one */
 } op_info;
 
 static const op_info OPS[] = {
     [XOPSAOT_EW_ADD] = {"add", KIND_ALL, 0, 1},
     [XOPSAOT_EW_MUL] = {"mul", KIND_ALL, 0, 1},
-    [XOPSAOT_EW_DIV] = {"div", KIND_FLOAT, 0, 1},
-    [XOPSAOT_EW_DIV_TRUNC] = {"div (trunc)", KIND_FLOAT | KIND_INT, 0, 1},
-    [XOPSAOT_EW_DIV_FLOOR] = {"div (floor)", KIND_FLOAT | KIND_INT, 0, 1},
-    [XOPSAOT_EW_POW] = {"pow", KIND_FLOAT | KIND_INT, 0, 1},
+    [XOPSAOT_EW_DIV] = {"div", KIND_FLOAT, 0, 1, 1},
+    [XOPSAOT_EW_DIV_TRUNC] = {"div (trunc)", KIND_FLOAT | KIND_INT, 0, 1, 1},
+    [XOPSAOT_EW_DIV_FLOOR] = {"div (floor)", KIND_FLOAT | KIND_INT, 0, 1, 1},
+    [XOPSAOT_EW_POW] = {"pow", KIND_FLOAT | KIND_INT, 0, 1, 1},
     [XOPSAOT_EW_BITWISE_AND] = {"bitwise_and", KIND_INT | KIND_BOOL, 0, 1},
     [XOPSAOT_EW_BITWISE_OR] = {"bitwise_or", KIND_INT | KIND_BOOL, 0, 1},
     [XOPSAOT_EW_MAXIMUM] = {"maximum", KIND_ALL, 0, 1},
@@ -38,10 +39,10 @@ static const op_info OPS[] = {
     [XOPSAOT_EW_GE] = {"ge", KIND_ALL, 1, 1},
     [XOPSAOT_EW_NEG] = {"neg", KIND_FLOAT | KIND_INT, 0, 0},
     [XOPSAOT_EW_ABS] = {"abs", KIND_FLOAT | KIND_INT, 0, 0},
-    [XOPSAOT_EW_EXP] = {"exp", KIND_FLOAT, 0, 0},
-    [XOPSAOT_EW_RSQRT] = {"rsqrt", KIND_FLOAT, 0, 0},
-    [XOPSAOT_EW_SIN] = {"sin", KIND_FLOAT, 0, 0},
-    [XOPSAOT_EW_COS] = {"cos", KIND_FLOAT, 0, 0},
+    [XOPSAOT_EW_EXP] = {"exp", KIND_FLOAT, 0, 0, 1},
+    [XOPSAOT_EW_RSQRT] = {"rsqrt", KIND_FLOAT, 0, 0, 1},
+    [XOPSAOT_EW_SIN] = {"sin", KIND_FLOAT, 0, 0, 1},
+    [XOPSAOT_EW_COS] = {"cos", KIND_FLOAT, 0, 0, 1},
     [XOPSAOT_EW_ISINF] = {"isinf", KIND_ALL, 1, 0},
     [XOPSAOT_EW_ISNAN] = {"isnan", KIND_ALL, 1, 0},
     [XOPSAOT_EW_BITWISE_NOT] = {"bitwise_not", KIND_INT | KIND_BOOL, 0, 0},
@@ -343,12 +344,9 @@ xopsaot_status xopsaot_elementwise(const xopsaot_tensor *x, const xopsaot_tensor
   /* a missing operand (the scalar, or y of a unary op) points at out: valid and aligned like it */
   const void *data[OPERANDS] = {inputs[X] ? inputs[X]->data : out->data, inputs[Y] ? inputs[Y]->data : out->data,
                                 out->data};
-  if (!info->binary) l.scalar[Y] = 1;
   const scalars sc = scalar_arguments(options, dtype);
   const int32_t kernel_op = code == XOPSAOT_EW_SUB ? XOPSAOT_EW_ADD : code;
-  const int math = (kernel_op >= XOPSAOT_EW_DIV && kernel_op <= XOPSAOT_EW_POW) ||
-                   (kernel_op >= XOPSAOT_EW_EXP && kernel_op <= XOPSAOT_EW_COS);
-  const xk_elementwise_kernel_keys keys = {dtype, out->dtype, math ? 2 : 1}; /* OPS: the light or math variant */
+  const xk_elementwise_kernel_keys keys = {dtype, out->dtype, info->math ? 2 : 1}; /* OPS: light or math */
   int done;
   xopsaot_status st = launch_flat(&l, data, kernel_op, &sc, &keys, out->device, stream, &done);
   if (done) return st;

@@ -17,7 +17,6 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _checks as check
-from .._arrays import framework_of
 from .._call import Call, resolve
 from .._library import ElementwiseOptions
 from .._registry import register
@@ -33,6 +32,9 @@ CODES = {
     "exp": 18, "rsqrt": 19, "sin": 20, "cos": 21, "isinf": 22, "isnan": 23, "bitwise_not": 24, "clamp": 25, "sub": 26,
 }  # fmt: skip
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+COMPARISON_UFUNCS = dict(
+    zip(COMPARISONS, (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal))
+)
 FLOAT_MATH = ("exp", "rsqrt", "sin", "cos")  # integer and bool inputs compute in float32, as in torch
 
 
@@ -112,8 +114,7 @@ def binary_reference(name: str, x, y, compute: str, alpha=1) -> np.ndarray:
     floating, boolean = _CATEGORY[compute] == 2, compute == "bool"
     with np.errstate(all="ignore"):
         if name in COMPARISONS:
-            return getattr(np, {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal"}.get(
-                name, {"gt": "greater", "ge": "greater_equal"}.get(name)))(x, y)  # fmt: skip
+            return COMPARISON_UFUNCS[name](x, y)
         if name in ("add", "sub"):
             if boolean:
                 return x | (y & bool(alpha))
@@ -194,9 +195,6 @@ def _prepare(op: str, names: tuple, values: tuple, out: Any, backend: Optional[s
     if not arrays:
         kinds = ", ".join(type(v).__name__ for v in values)
         raise TypeError(f"{op}: at least one operand must be an array, got {kinds}")
-    for name, value in zip(names, values):
-        if not _is_scalar(value):
-            framework_of(value, op, name)  # a clear TypeError for anything that is neither an array nor a scalar
     array_names = tuple(n for n, v in zip(names, values) if not _is_scalar(v))
     call, views = resolve(op, backend, array_names + ("out",), tuple(arrays) + (out,))
     if out is not None and call.framework.name == "jax":
@@ -317,7 +315,7 @@ def _binary(op: str, kernel_op: str, x, y, out, backend, alpha=None) -> Any:
         values = [call.host(o.view) if o.view is not None else o.value for o in operands]
         array = binary_reference(kernel_op, values[0], values[1], compute, 1 if alpha is None else alpha)
         return _finish_host(call, np.asarray(array).reshape(shape), result, out_view)
-    options = _options(operands, compute, op, 1 if kernel_op in ("add", "sub") and alpha is None else alpha)
+    options = _options(operands, compute, op, alpha)  # add and sub always pass alpha
     return _launch(call, op, CODES[kernel_op], operands, compute, result, shape, out_view, options)
 
 
