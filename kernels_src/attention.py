@@ -566,14 +566,17 @@ def attention_configs(target: Target, keys) -> list[Config]:
     """The table's configs for this target and tile width, in bucket order: each bucket but the last gets a
     predicate on rows = seqlen_q * group, so the C dispatch takes the first bucket that bounds the call. ALiBi is
     not offered with a paged cache (flash_attn_with_kvcache has no alibi_slopes), so that combination compiles
-    nothing. Alternates are compiled for the plain variants (16-bit keys, no softcap or ALiBi) only."""
+    nothing; and ALiBi, used by flash_attn and flash_attn_varlen for prefill, gets the last (prefill) bucket only,
+    which serves any rows (a build-time trim: 48 variants). Alternates are compiled for the plain variants (16-bit
+    keys, no softcap or ALiBi) only."""
     if (keys["PAGED"] and keys["ALIBI"]) or not cache_dtypes_match(keys):
         return []
     configs = []
     tiles = TUNING[str(target.arch)]["tiles"]
     name = f"{keys['BLOCK_D']}/paged" if keys["PAGED"] and f"{keys['BLOCK_D']}/paged" in tiles else str(keys["BLOCK_D"])
     plain = keys["KV"] == keys["T"] and not keys["SOFTCAP"] and not keys["ALIBI"]
-    for bucket in tiles[name]:
+    buckets = tiles[name][-1:] if keys["ALIBI"] else tiles[name]
+    for bucket in buckets:
         when = "" if bucket["max_rows"] is None else f"seqlen_q * group <= {int(bucket['max_rows'])}"
         configs += bucket_configs(bucket, when, plain)
     return configs
