@@ -19,6 +19,8 @@
 
 static _Thread_local char message[1024];
 static _Thread_local int last_variant = -1;
+static _Thread_local int recent_variants[XOPSAOT_RECENT_VARIANTS]; /* a ring: the last variants selected */
+static _Thread_local uint64_t n_selected;
 
 xopsaot_status xo_fail(xopsaot_status status, const char *fmt, ...) {
   char buffer[sizeof message];
@@ -35,6 +37,15 @@ int xopsaot_abi_version(void) { return XOPSAOT_ABI_VERSION; }
 const char *xopsaot_built_archs(void) { return xo_built_archs; }
 int xopsaot_variant_count(void) { return xo_n_variants; }
 int xopsaot_last_variant(void) { return last_variant; }
+
+int xopsaot_recent_variants(int *indices, int capacity) {
+  int n = n_selected < XOPSAOT_RECENT_VARIANTS ? (int)n_selected : XOPSAOT_RECENT_VARIANTS;
+  if (!indices || capacity < 0) return 0;
+  if (n > capacity) n = capacity;
+  for (int i = 0; i < n; ++i) /* newest first */
+    indices[i] = recent_variants[(n_selected - 1 - (uint64_t)i) % XOPSAOT_RECENT_VARIANTS];
+  return n;
+}
 
 xopsaot_status xopsaot_variant_binary(int index, const void **data, uint64_t *size) {
   if (index < 0 || index >= xo_n_variants || !data || !size)
@@ -341,11 +352,12 @@ xopsaot_status xo_require_key(const xo_kernel *k, int key, int32_t value, const 
 static xopsaot_status launch_variant(const xo_variant *v, void *fn, const int64_t grid[3], const void *args,
                                      void *stream) {
   const xo_kernel *k = v->kernel;
-  void *params[XO_MAX_ARGS + 2];
+  void *params[XO_MAX_ARGS + 3];
   void *scratch[2] = {NULL, NULL}; /* Triton's hidden trailing arguments: global and profile scratch */
   for (int i = 0; i < k->n_args; ++i) params[i] = (char *)args + k->args[i].offset;
   params[k->n_args] = &scratch[0];
   params[k->n_args + 1] = &scratch[1];
+  params[k->n_args + 2] = NULL; /* the driver reads the kernel's count; the tests' fake driver stops here */
   const uint64_t programs = (uint64_t)grid[0] * (uint64_t)grid[1] * (uint64_t)grid[2] * v->num_ctas;
   const uint32_t sizes[2] = {v->global_scratch_size, v->profile_scratch_size};
   xopsaot_status st = XOPSAOT_SUCCESS;
@@ -548,6 +560,7 @@ xopsaot_status xo_launch(const xo_kernel *k, const int32_t *keys, const void *ar
     if (chosen != v) st = launch_grid(v = chosen, args, d, grid);
   }
   last_variant = (int)v->index;
+  recent_variants[n_selected++ % XOPSAOT_RECENT_VARIANTS] = last_variant;
   if (!st) st = function_for(c, v, stream, 1, &fn);
   if (!st) st = launch_variant(v, fn, grid, args, stream);
   drv->leave(&ref);

@@ -66,7 +66,12 @@ def main() -> int:
     (q, q64), (k, k64), (v, v64) = arr(2, 1000, 8, 128), arr(2, 1000, 2, 128), arr(2, 1000, 2, 128)
     (x, x64), (r, r64), (w, w64) = arr(64, 4096), arr(64, 4096), arr(4096)
     (a, a64), (b, b64) = arr(512, 384), arr(384, 256)
+    (wl, wl64), (bias, bias64), (res, res64) = arr(256, 384, scale=0.05), arr(256), arr(512, 256)
+    labels = rng.integers(0, 4096, 64)
+    target = make(labels) if make else labels
     h64 = x64 + r64
+    u64 = a64 @ wl64.T + bias64
+    lse64 = np.log(np.exp(x64 - x64.max(-1, keepdims=True)).sum(-1)) + x64.max(-1)
     angles = rng.uniform(-np.pi, np.pi, (1000, 64))
     (cos, c64), (sin, s64) = [((make(t.astype(dtype)) if make else t.astype(dtype)), t.astype(dtype).astype(np.float64))
                               for t in (np.cos(angles), np.sin(angles))]  # fmt: skip
@@ -89,6 +94,12 @@ def main() -> int:
             np.exp(x64 - x64.max(-1, keepdims=True)) / np.exp(x64 - x64.max(-1, keepdims=True)).sum(-1, keepdims=True),
         ),
         ("matmul", lambda: xopsaot.matmul(a, b), a64 @ b64),
+        (
+            "linear (bias, gelu_tanh, residual)",
+            lambda: xopsaot.linear(a, wl, bias, "gelu_tanh", res),
+            0.5 * u64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (u64 + 0.044715 * u64**3))) + res64,
+        ),
+        ("cross_entropy", lambda: xopsaot.cross_entropy(x, target), np.mean(lse64 - x64[np.arange(64), labels])),
         (
             "apply_rotary",
             lambda: xopsaot.apply_rotary(q, cos, sin),
@@ -114,7 +125,7 @@ def main() -> int:
         error = np.abs(to_numpy(out) - expected).max() / np.abs(expected).max()
         ok = error < 1e-2
         failed += not ok
-        print(f"  {name:28s} max error {error:.1e} ({'ok' if ok else 'WRONG'}), {ms:8.3f} ms")
+        print(f"  {name:36s} max error {error:.1e} ({'ok' if ok else 'WRONG'}), {ms:8.3f} ms")
     return 1 if failed else 0
 
 

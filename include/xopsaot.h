@@ -18,8 +18,8 @@
 extern "C" {
 #endif
 
-#define XOPSAOT_ABI_VERSION 5 /* 3 added the norms, activations and softmax family; 4 the rotary embeddings; 5 the \
-                                     elementwise ops, dropout and scans */
+#define XOPSAOT_ABI_VERSION 6 /* 3 added the norms, activations and softmax family; 4 the rotary embeddings; 5 the \
+                                     elementwise ops, dropout and scans; 6 the fused matmul forms, cross entropy and sampling */
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)
@@ -98,6 +98,10 @@ XOPSAOT_API xopsaot_status xopsaot_preload(int device);
 XOPSAOT_API int xopsaot_variant_count(void);
 /* The variant the calling thread's last op selected (-1: none yet), e.g. to see which kernel ran. */
 XOPSAOT_API int xopsaot_last_variant(void);
+/* The variants the calling thread's last launches selected, newest first (ops such as linear_cross_entropy launch
+ * several kernels): fills up to `capacity` (at most XOPSAOT_RECENT_VARIANTS) indices and returns how many. */
+#define XOPSAOT_RECENT_VARIANTS 16
+XOPSAOT_API int xopsaot_recent_variants(int *indices, int capacity);
 XOPSAOT_API xopsaot_status xopsaot_variant_binary(int index, const void **data, uint64_t *size);
 /* XOPSAOT_AUTOTUNE=1 (read at first use): the file that remembers the configs timed per device and bucket; NULL
  * when autotuning is off or no cache directory can be named. */
@@ -268,6 +272,79 @@ XOPSAOT_API xopsaot_status xopsaot_lrpe_cosine(const xopsaot_tensor *x, const xo
  * of 1 or a 2-D operand broadcasts. Any strides for a and b. fp16/bf16 on tensor cores, fp32 in fp32. */
 XOPSAOT_API xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
                                           void *stream);
+
+/* The fused 2-D forms of the matmul family (addmm, linear, gate_linear):
+ *   out = act(alpha * (a' @ b) + beta * input) + residual,  a' = gate_act(a) * gate when gate is given, else a.
+ * a (M, K) with a contiguous last dim; b (K, N) contiguous along one of its dims (a transposed (N, K) weight is
+ * contiguous along K); out (M, N) with a contiguous last dim, not overlapping the operands. gate (optional): a's
+ * shape and strides; a' is computed by a pass of its own into a stream-ordered workspace, rounded to a's dtype as
+ * the unfused sequence stores it. input (optional): broadcasts to (M, N) ((N,) is a bias row, (M, 1) a column; any
+ * strides), and is ignored when beta is 0, as in torch's addmm. residual (optional): (M, N) with a contiguous last
+ * dim. All operands share a's dtype; fp16/bf16 accumulate in float32 on tensor cores, the epilogue (in two launches
+ * with a gate) runs in float32. */
+typedef struct {
+  float alpha, beta;
+  int act;      /* xopsaot_act, or -1: none */
+  int gate_act; /* with a gate: xopsaot_act, or -1: none (a * gate) */
+} xopsaot_gemm_options;
+XOPSAOT_API xopsaot_status xopsaot_gemm(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *gate,
+                                        const xopsaot_tensor *input, const xopsaot_tensor *residual,
+                                        const xopsaot_tensor *out, const xopsaot_gemm_options *options,
+                                        void *stream);
+
+/* Cross entropy with class-index targets, as torch's F.cross_entropy: per row, loss = logsumexp(x) -
+ * (1 - label_smoothing) x[target] - label_smoothing * mean(x), computed in float32; rows whose target is
+ * ignore_index give 0 and are not counted by the mean (a mean over no rows is NaN); a target outside [0, classes)
+ * gives NaN (not checked here). logits (rows..., classes) with a contiguous last dim whose leading dims read as rows
+ * with one stride; target int32/int64, contiguous, one per row; out in the logits' dtype, contiguous: one element
+ * per row for XOPSAOT_REDUCTION_NONE, else one element. */
+typedef enum { XOPSAOT_REDUCTION_NONE = 0, XOPSAOT_REDUCTION_MEAN = 1, XOPSAOT_REDUCTION_SUM = 2 } xopsaot_reduction;
+typedef struct {
+  int64_t ignore_index;  /* torch's default: -100 */
+  float label_smoothing; /* in [0, 1] */
+  int reduction;         /* xopsaot_reduction */
+} xopsaot_cross_entropy_options;
+XOPSAOT_API xopsaot_status xopsaot_cross_entropy(const xopsaot_tensor *logits, const xopsaot_tensor *target,
+                                                 const xopsaot_tensor *out,
+                                                 const xopsaot_cross_entropy_options *options, void *stream);
+/* Cross entropy of the logits x @ weight^T + bias, which never exist whole: chunk_rows rows at a time (0 chooses
+ * the most whose logits fit in 256 MiB) are computed into a stream-ordered workspace and reduced. x (rows...,
+ * hidden) as logits above; weight (vocab, hidden) and bias (vocab,) (optional) in x's dtype, weight's last dim
+ * contiguous; target and out as above. The chunk's logits are rounded to x's dtype, as x @ weight^T stores them. */
+XOPSAOT_API xopsaot_status xopsaot_linear_cross_entropy(const xopsaot_tensor *x, const xopsaot_tensor *weight,
+                                                        const xopsaot_tensor *bias, const xopsaot_tensor *target,
+                                                        const xopsaot_tensor *out,
+                                                        const xopsaot_cross_entropy_options *options,
+                                                        int64_t chunk_rows, void *stream);
+
+/* Sampling one token per row (kernels_src/sampling.py): temperature 0 takes the argmax; otherwise the tokens top_k
+ * keeps (the logits at or above the k-th largest; 0: all) and then top_p keeps (the fewest highest tokens holding
+ * top_p of softmax(logits / temperature) over those, ties kept) compete by Gumbel-max: argmax of logits /
+ * temperature + g, g = -log(-log(u)). Token i of row r takes output i % 4 of Philox4x32-10 counter (offset + i / 4
+ * (low, high word), r, 0) under key (seed low, high word), u = (top 24 bits + 0.5) / 2^24. No sort of the row:
+ * top_k and top_p thresholds are found by bisection over the logits' order (a pass over the row per step, 32 steps
+ * at most each). logits (rows..., vocab) with a contiguous last dim, leading dims read with one stride; out int64,
+ * contiguous, one per row. temperatures (float32), top_ks (int32) and top_ps (float32), optional, contiguous, one
+ * per row, replace the options' scalars; their values are not checked here. */
+typedef struct {
+  float temperature; /* >= 0 */
+  int top_k;         /* >= 0; 0: no limit */
+  float top_p;       /* in (0, 1]; 1: no limit */
+  int64_t seed;
+  int64_t offset; /* >= 0 */
+} xopsaot_sample_options;
+XOPSAOT_API xopsaot_status xopsaot_sample(const xopsaot_tensor *logits, const xopsaot_tensor *temperatures,
+                                          const xopsaot_tensor *top_ks, const xopsaot_tensor *top_ps,
+                                          const xopsaot_tensor *out, const xopsaot_sample_options *options,
+                                          void *stream);
+/* Sampling from the logits x @ weight^T + bias (x, weight and bias as in xopsaot_linear_cross_entropy), computed
+ * chunk by chunk of rows (the most whose logits fit in 256 MiB) into a workspace; the same draws as xopsaot_sample
+ * on those logits rounded to x's dtype. */
+XOPSAOT_API xopsaot_status xopsaot_linear_sample(const xopsaot_tensor *x, const xopsaot_tensor *weight,
+                                                 const xopsaot_tensor *bias, const xopsaot_tensor *temperatures,
+                                                 const xopsaot_tensor *top_ks, const xopsaot_tensor *top_ps,
+                                                 const xopsaot_tensor *out, const xopsaot_sample_options *options,
+                                                 void *stream);
 
 /* ---- Attention (forward), flash-attn's layouts and conventions ----
  * Dense: q (batch, seqlen_q, heads, headdim), k and v (batch, seqlen_k, heads_k, headdim), heads % heads_k == 0

@@ -11,8 +11,10 @@ from kernels_src.attention import _tanh
 
 @triton.jit
 def _activate(x, act):
-    """act(x) in float32 for a run-time activation code."""
-    if act == 0:
+    """act(x) in float32 for a run-time activation code; a negative code is the identity (gate_linear's act=None)."""
+    if act < 0:
+        y = x
+    elif act == 0:
         y = tl.maximum(x, 0.0)
     elif act == 1:
         y = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
@@ -42,13 +44,14 @@ def activation_kernel(X, Y, n, act, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def gated_activation_kernel(X, Y, stride_x, stride_y, d, act, BLOCK: tl.constexpr):
-    """Row tl.program_id(0), columns of block tl.program_id(1): y = act(x[:d]) * x[d:2d]."""
+def gated_activation_kernel(X, Gate, Y, stride_x, stride_y, d, act, BLOCK: tl.constexpr):
+    """Row tl.program_id(0), columns of block tl.program_id(1): y = act(x[:d]) * gate[:d], gate's rows strided like
+    x's: the second half of x's rows (silu_and_mul: Gate = X + d), or gate_linear's x2."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < d
     a = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-    b = tl.load(X + row * stride_x + d + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(Gate + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(Y + row * stride_y + cols, (_activate(a, act) * b).to(Y.dtype.element_ty), mask=mask)
 
 
@@ -66,6 +69,7 @@ KERNELS = [
         op="gated_activation",
         args=[
             ptr("X", "T"),
+            ptr("Gate", "T"),
             ptr("Y", "T"),
             i64("stride_x", aligned=True),
             i64("stride_y", aligned=True),

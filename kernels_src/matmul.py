@@ -1,15 +1,28 @@
-"""Batched matmul: c[z] = a[z] @ b[z] with a (M, K) rows contiguous, b (K, N) either N-contiguous or
-K-contiguous (a transposed weight), c (M, N) contiguous; a batch stride of 0 broadcasts.
+"""The matmul family: c[z] = a[z] @ b[z] (mm, bmm, matmul), and for 2-D problems the fused form
+out = act(alpha * (a @ b) + beta * input) + residual (addmm, linear; gate_linear after its gating pass).
 
-Tiles are visited in groups of GROUP_M rows for L2 reuse; the batch index is folded into grid x (no 65535
-limit). The K loop runs unmasked over whole blocks and peels the tail, so the pipelined main loop has no masks.
-fp16/bf16 accumulate in float32 on tensor cores; float32 is multiplied in full precision (no TF32).
+a (M, K) has contiguous rows; b (K, N) is either N-contiguous or K-contiguous (a transposed weight); c (M, N) is
+contiguous; a batch stride of 0 broadcasts. Tiles are visited in groups of GROUP_M rows for L2 reuse; the batch
+index is folded into grid x (no 65535 limit). The K loop runs unmasked over whole blocks and peels the tail, so the
+pipelined main loop has no masks. fp16/bf16 accumulate in float32 on tensor cores; float32 is multiplied in full
+precision (no TF32).
+
+The plain product (EPILOGUE False) is its own binary: the fused epilogue's loads of an input and a residual tile
+raise the register count of the whole kernel (it spills at 128 x 256 on sm_90 even when done in two halves of the
+tile's columns, as it is here). In the fused binary the input (addmm's input, linear's bias as a row of stride 0),
+the residual and the activation are run-time options: one binary per dtype and layout serves them all.
+
+gate_linear's act(x1) * x2 was tried in this kernel's prologue (the A tile gated as it is loaded): measured on an
+H100 it ran at half the unfused sequence's speed at 4096^3 (the gating is repeated for every column tile, on the
+warps that feed the tensor cores) and 1.3-1.6x slower than a separate gating pass at 1 and 16 rows, so gate_linear
+gates in a pass of its own (csrc/ops/matmul.c).
 """
 
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, Target, i32, i64, ptr
+from aot.spec import Config, Kernel, Target, f32, i32, i64, ptr
+from kernels_src.activation import _activate
 
 
 @triton.jit
@@ -17,6 +30,8 @@ def matmul_kernel(
     A,
     B,
     C,
+    Input,
+    Residual,
     M,
     N,
     K,
@@ -26,7 +41,16 @@ def matmul_kernel(
     stride_b,
     stride_cz,
     stride_cm,
+    stride_im,
+    stride_in,
+    stride_rm,
+    alpha,
+    beta,
+    has_input,
+    has_residual,
+    act,
     B_K_CONTIGUOUS: tl.constexpr,
+    EPILOGUE: tl.constexpr,
     IEEE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -79,9 +103,36 @@ def matmul_kernel(
         acc = tl.dot(a, b, acc, input_precision=precision)
 
     cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = C + z.to(tl.int64) * stride_cz + cm[:, None].to(tl.int64) * stride_cm + cn[None, :]
-    tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
+    if EPILOGUE:  # 2-D problems only (z == 0), in two halves of the tile's columns to bound the registers
+        left, right = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+        cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N // 2)
+        # fmt: off
+        _epilogue(left, C, Input, Residual, cm, cn, M, N, stride_cm, stride_im, stride_in, stride_rm, alpha, beta,
+                  has_input, has_residual, act)
+        _epilogue(right, C, Input, Residual, cm, cn + BLOCK_N // 2, M, N, stride_cm, stride_im, stride_in, stride_rm,
+                  alpha, beta, has_input, has_residual, act)
+        # fmt: on
+    else:
+        cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        c_ptrs = C + z.to(tl.int64) * stride_cz + cm[:, None].to(tl.int64) * stride_cm + cn[None, :]
+        tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+
+@triton.jit
+def _epilogue(acc, C, Input, Residual, cm, cn, M, N, stride_cm, stride_im, stride_in, stride_rm, alpha, beta,
+              has_input, has_residual, act):  # fmt: skip
+    """act(alpha * acc + beta * input) + residual for the columns cn of the tile's rows cm, stored to C."""
+    mask = (cm[:, None] < M) & (cn[None, :] < N)
+    acc = acc * alpha
+    if has_input:
+        i_ptrs = Input + cm[:, None].to(tl.int64) * stride_im + cn[None, :].to(tl.int64) * stride_in
+        acc += beta * tl.load(i_ptrs, mask=mask, other=0.0).to(tl.float32)
+    acc = _activate(acc, act)
+    if has_residual:
+        acc += tl.load(Residual + cm[:, None].to(tl.int64) * stride_rm + cn[None, :], mask=mask, other=0.0).to(
+            tl.float32
+        )
+    tl.store(C + cm[:, None].to(tl.int64) * stride_cm + cn[None, :], acc.to(C.dtype.element_ty), mask=mask)
 
 
 def configs(target: Target, keys) -> list[Config]:
@@ -104,6 +155,8 @@ KERNELS = [
             ptr("A", "T"),
             ptr("B", "T"),
             ptr("C", "T"),
+            ptr("Input", "T", aligned=False),
+            ptr("Residual", "T"),
             i32("M"),
             i32("N", aligned=True),
             i32("K"),
@@ -113,8 +166,20 @@ KERNELS = [
             i64("stride_b", aligned=True),
             i64("stride_cz", aligned=True),
             i64("stride_cm", aligned=True),
+            i64("stride_im"),
+            i64("stride_in"),
+            i64("stride_rm", aligned=True),
+            f32("alpha"),
+            f32("beta"),
+            i32("has_input"),
+            i32("has_residual"),
+            i32("act"),
         ],
-        keys={"T": ["fp16", "bf16", "fp32"], "B_K_CONTIGUOUS": [False, True]},
+        keys={
+            "T": ["fp16", "bf16", "fp32"],
+            "B_K_CONTIGUOUS": [False, True],
+            "EPILOGUE": [False, True],
+        },
         grid_args=[i64("batch")],
         grid=["cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) * batch", "1", "1"],
         configs=configs,

@@ -21,11 +21,11 @@ def torch_or_skip():
 
 
 def make(rng: np.random.Generator, shape, dtype: str, kind: str = "numpy", scale: float = 1.0, device=None):
-    data = (rng.standard_normal(shape) * scale).astype(np.float32)
-    if kind == "numpy":
+    data = np.asarray(rng.standard_normal(shape) * scale, dtype=np.float32)  # 0-d stays an array
+    if kind == "numpy":  # asarray: astype of a 0-d array gives a NumPy scalar
         if dtype == "bfloat16":
-            return data.astype(pytest.importorskip("ml_dtypes").bfloat16)
-        return data.astype(dtype)
+            return np.asarray(data.astype(pytest.importorskip("ml_dtypes").bfloat16))
+        return np.asarray(data.astype(dtype))
     torch = torch_or_skip()
     t = torch.from_numpy(data).to(getattr(torch, dtype))
     return t if device is None else t.to(device)

@@ -14,11 +14,13 @@ import xopsaot
 from xopsaot import _call
 
 OPS = [  # every op the issues name so far
-    "abs", "add", "apply_rotary", "bitwise_and", "bitwise_not", "bitwise_or", "clamp", "cos", "cumsum", "div",
-    "dropout", "eq", "exp", "flash_attn", "flash_attn_varlen", "flash_attn_with_kvcache", "ge", "gelu",
-    "gelu_and_mul", "group_norm", "gt", "isinf", "isnan", "layer_norm", "le", "log_softmax", "logcumsumexp",
-    "logsumexp", "lrpe_cosine", "lt", "matmul", "maximum", "minimum", "mul", "ne", "neg", "norm_gate", "pow",
-    "relu", "rms_norm", "rotary_qk", "rsqrt", "sigmoid", "silu", "silu_and_mul", "sin", "softmax", "sub", "tanh",
+    "abs", "add", "addmm", "apply_rotary", "bitwise_and", "bitwise_not", "bitwise_or", "bmm", "clamp", "cos",
+    "cross_entropy", "cumsum", "div", "dropout", "eq", "exp", "flash_attn", "flash_attn_varlen",
+    "flash_attn_with_kvcache", "gate_linear", "ge", "gelu", "gelu_and_mul", "group_norm", "gt", "isinf", "isnan",
+    "layer_norm", "le", "linear", "linear_cross_entropy", "linear_sample", "log_softmax", "logcumsumexp",
+    "logsumexp", "lrpe_cosine", "lt", "matmul", "maximum", "minimum", "mm", "mul", "ne", "neg", "norm_gate", "pow",
+    "relu", "rms_norm", "rotary_qk", "rsqrt", "sample", "sigmoid", "silu", "silu_and_mul", "sin", "softmax", "sub",
+    "tanh",
 ]  # fmt: skip
 
 

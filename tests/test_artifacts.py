@@ -27,7 +27,13 @@ PROMISED = {
     "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {}),
     "rotary": ("rotary_kernel", ["float16", "bfloat16", "float32"], {}),
     "lrpe_cosine": ("lrpe_cosine_kernel", ["float16", "bfloat16", "float32"], {}),
-    "matmul": ("matmul_kernel", ["float16", "bfloat16", "float32"], {"B_K_CONTIGUOUS": [False, True]}),
+    "matmul": (
+        "matmul_kernel",
+        ["float16", "bfloat16", "float32"],
+        {"B_K_CONTIGUOUS": [False, True], "EPILOGUE": [False, True]},
+    ),
+    "cross_entropy": ("cross_entropy_kernel", ["float16", "bfloat16", "float32"], {}),
+    "sample": ("sample_kernel", ["float16", "bfloat16", "float32"], {}),
     "flash_attn": (
         "attn_fwd",
         ["float16", "bfloat16"],
@@ -148,4 +154,4 @@ def test_package_contents():
     assert _library.LIBRARY_PATH.exists() and _library.MANIFEST_PATH.exists()
     header = _library.HEADER_PATH.read_text()
     assert "xopsaot_flash_attn" in header and "XOPSAOT_ABI_VERSION" in header
-    assert _library.library().xopsaot_abi_version() == 5
+    assert _library.library().xopsaot_abi_version() == 6

@@ -300,7 +300,9 @@ def test_config_predicates_and_keys(fake_driver):
     assert unaligned["variant"]["constexprs"]["LOOP"] is True and unaligned["variant"]["aligned_args"] == []
     assert loop["variant"]["constexprs"]["LOOP"] is True and small["grid"] == [3, 1, 1]
     assert residual["variant"]["keys"] == {"HAS_RESIDUAL": True, "HAS_GATE": False}
-    assert mm["variant"]["keys"] == {"B_K_CONTIGUOUS": False} and mm_t["variant"]["keys"] == {"B_K_CONTIGUOUS": True}
+    plain = {"EPILOGUE": False}
+    assert mm["variant"]["keys"] == {"B_K_CONTIGUOUS": False, **plain}
+    assert mm_t["variant"]["keys"] == {"B_K_CONTIGUOUS": True, **plain}
     tiles = -(-64 // mm["variant"]["constexprs"]["BLOCK_M"]) * -(-48 // mm["variant"]["constexprs"]["BLOCK_N"])
     assert mm["grid"] == [tiles * 2, 1, 1]
 
@@ -335,6 +337,130 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
     assert abs(p[46] - 0.125 * 1.4426950408889634) < 1e-6 and p[47] == 0  # softmax_scale * log2(e); no softcap
     assert p[48] == 1.0  # v_scale: 16-bit keys and values
     assert p[49:51] == [0, 0]  # hidden scratch arguments
+
+
+GEMM_PRELUDE = """
+        def gemm(a, b, out, gate=None, input=None, residual=None, alpha=1.0, beta=1.0, act=-1, gate_act=-1):
+            o = _library.GemmOptions(alpha, beta, act, gate_act)
+            _library.call("xopsaot_gemm", (a, b, gate, input, residual, out), ctypes.byref(o), 0)
+        def gemm_error(*args, **kw):
+            r = error_of(lambda: gemm(*args, **kw))
+            return r and r[1]
+"""
+
+
+@needs_sm90
+def test_gemm_epilogue_and_gate_arguments(fake_driver):
+    """linear's bias row and residual, addmm's column input and beta 0, the gating pass, the unhinted fallback for
+    an N the hints miss, and the C layer's refusals."""
+    r = scenario(
+        fake_driver,
+        GEMM_PRELUDE
+        + f"""
+        fake.fake_cuda_expect_params(24)
+        a = tensor((100, 64), "bfloat16", {A})
+        wt = tensor((64, 48), "bfloat16", {B}, strides=(1, 64))  # a (48, 64) weight, transposed
+        out = tensor((100, 48), "bfloat16", {C})
+        bias, res = tensor((48,), "bfloat16", {C} + 2**20), tensor((100, 48), "bfloat16", {C} + 2**21)
+        gemm(a, wt, out, input=bias, residual=res, act=3)
+        gemm(a, tensor((64, 48), "bfloat16", {B}), out, input=tensor((100, 1), "bfloat16", {C} + 2**20), beta=0.5)
+        gemm(a, tensor((64, 48), "bfloat16", {B}), out, input=bias, beta=0.0)
+        gemm(a, tensor((64, 48), "bfloat16", {B}), out, gate=tensor((100, 64), "bfloat16", {A} + 2**22), gate_act=4)
+        gemm(a, tensor((64, 47), "bfloat16", {B}, strides=(1, 64)), tensor((100, 47), "bfloat16", {C}))
+        recent = _library.recent_variants(3)
+        emit(launches=launches(),
+             bad_act=gemm_error(a, wt, out, act=7),
+             bad_input=gemm_error(a, wt, out, input=tensor((3,), "bfloat16")),
+             bad_gate=gemm_error(a, wt, out, gate=tensor((100, 64), "bfloat16", strides=(128, 1))),
+             residual=gemm_error(a, wt, out, residual=tensor((100, 47), "bfloat16")),
+             dtype=gemm_error(a, wt, tensor((100, 48), "float16")), recent=recent,
+             allocs=fake.fake_cuda_alloc_count(), frees=fake.fake_cuda_free_count())
+    """,
+    )
+    linear, addmm, beta0, gate_pass, gated_product, unaligned = r["launches"]
+    p = decode(linear["params"], "matmul_kernel")
+    pointers = [A, B, C, C + 2**20, C + 2**21]  # A, B, C, Input, Residual
+    sizes_strides = [100, 48, 64, 0, 64, 0, 64, 0, 48, 0, 1, 48]  # M, N, K; strides az am bz b cz cm im in rm
+    assert p[:22] == pointers + sizes_strides + [1.0, 1.0, 1, 1, 3]  # alpha, beta, has_input, has_residual, act
+    assert linear["variant"]["keys"] == {"B_K_CONTIGUOUS": True, "EPILOGUE": True}
+    assert linear["grid"][0] == 1  # one 128 x 256 tile
+    p = decode(addmm["params"], "matmul_kernel")
+    assert p[3] == C + 2**20 and p[14:16] == [1, 0] and p[18] == 0.5 and p[19:21] == [1, 0]
+    assert addmm["variant"]["keys"]["B_K_CONTIGUOUS"] is False
+    p = decode(beta0["params"], "matmul_kernel")
+    assert p[3] == 0 and p[19] == 0  # beta 0: input ignored, as torch's addmm
+    # the gate is a pass of its own into a workspace, which the product (either layout of b) then reads
+    g = decode(gate_pass["params"], "gated_activation_kernel")
+    assert gate_pass["kernel"] == "gated_activation_kernel" and g[:2] == [A, A + 2**22] and g[3:7] == [64, 64, 64, 4]
+    p = decode(gated_product["params"], "matmul_kernel")
+    assert p[0] == g[2] and p[9] == 64
+    assert gated_product["variant"]["keys"] == {"B_K_CONTIGUOUS": False, "EPILOGUE": True}
+    assert r["allocs"] == r["frees"] == 1
+    assert unaligned["variant"]["aligned_args"] == [] and decode(unaligned["params"], "matmul_kernel")[6] == 47
+    assert r["recent"] == [x["variant"]["index"] for x in (unaligned, gated_product, gate_pass)]  # newest first
+    assert r["bad_act"] == "gemm: act is 7; supported: -1 (none) or 0 (relu) to 5 (tanh)"
+    assert r["bad_input"] == "gemm: input does not broadcast to (100, 48)"
+    assert r["bad_gate"] == "gemm: gate must have a's strides"
+    assert r["residual"] == "gemm: out has shape (100, 48) but residual has shape (100, 47)"
+    assert r["dtype"].startswith("gemm: out")
+
+
+@needs_sm90
+def test_cross_entropy_and_sampling_launches(fake_driver):
+    """cross_entropy: one launch per row block (none), or per-row float32 losses in a workspace and a reduction;
+    linear_cross_entropy and linear_sample: a gemm and a consumer per chunk of rows, one workspace."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(17)
+        logits, target = tensor((10, 1000), "bfloat16", {A}), tensor((10,), "int64", {B})
+        ce = lambda red, smoothing=0.0: ctypes.byref(_library.CrossEntropyOptions(-100, smoothing, red))
+        _library.call("xopsaot_cross_entropy", (logits, target, tensor((10,), "bfloat16", {C})), ce(0), 0)
+        _library.call("xopsaot_cross_entropy", (logits, target, tensor((), "bfloat16", {C})), ce(1, 0.1), 0)
+        first = fake.fake_cuda_launch_count()
+        x, w = tensor((10, 64), "bfloat16", {A}), tensor((1000, 64), "bfloat16", {B})
+        _library.call("xopsaot_linear_cross_entropy", (x, w, None, tensor((10,), "int32", {C}),
+                      tensor((), "bfloat16", {C} + 64)), ce(2), 4, 0)
+        second = fake.fake_cuda_launch_count()
+        so = _library.SampleOptions(0.7, 50, 0.9, 1234, 8)
+        _library.call("xopsaot_sample", (tensor((4, 1000), "float32", {A}), tensor((4,), "float32", {B}), None,
+                      None, tensor((4,), "int64", {C})), ctypes.byref(so), 0)
+        third = fake.fake_cuda_launch_count()
+        _library.call("xopsaot_linear_sample", (tensor((300, 16), "bfloat16", {A}),
+                      tensor((2**20, 16), "bfloat16", {B}), None, None, None, None, tensor((300,), "int64", {C})),
+                      ctypes.byref(so), 0)
+        emit(ce=launches()[:first], lce=launches()[first:second], sample=launches()[second:third],
+             ls=launches()[third:], allocs=fake.fake_cuda_alloc_count(), frees=fake.fake_cuda_free_count(),
+             bad_target=error_of(_library.call, "xopsaot_cross_entropy",
+                                 (logits, tensor((10,), "float32"), tensor((10,), "bfloat16")), ce(0), 0),
+             bad_p=error_of(_library.call, "xopsaot_sample", (logits, None, None, None, tensor((10,), "int64")),
+                            ctypes.byref(_library.SampleOptions(1.0, 0, 0.0, 1, 0)), 0))
+    """,
+    )
+    none, rows, reduce = r["ce"]
+    p = decode(none["params"], "cross_entropy_kernel")
+    assert p[:7] == [A, B, C, 1000, 1000, 2**64 - 100, 0.0]  # i64 -100, raw and none["grid"] == [10, 1, 1]
+    assert none["variant"]["dtypes"] == {"T": "bfloat16", "I": "int64", "L": "bfloat16"}
+    workspace = decode(rows["params"], "cross_entropy_kernel")[2]
+    assert rows["variant"]["dtypes"]["L"] == "float32"
+    assert decode(rows["params"], "cross_entropy_kernel")[6] == pytest.approx(0.1)
+    assert reduce["kernel"] == "loss_reduce_kernel"
+    assert decode(reduce["params"], "loss_reduce_kernel")[:6] == [workspace, B, C, 10, 2**64 - 100, 1]  # mean
+    kernels = [x["kernel"] for x in r["lce"]]
+    assert kernels == ["matmul_kernel", "cross_entropy_kernel"] * 3 + ["loss_reduce_kernel"]  # rows 4, 4, 2
+    gemms = [decode(x["params"], "matmul_kernel") for x in r["lce"][0:6:2]]
+    assert [g[0] for g in gemms] == [A, A + 4 * 64 * 2, A + 8 * 64 * 2] and [g[5] for g in gemms] == [4, 4, 2]
+    losses = [decode(x["params"], "cross_entropy_kernel") for x in r["lce"][1:6:2]]
+    assert [c[1] for c in losses] == [C, C + 16, C + 32]  # int32 targets of each chunk
+    assert [c[2] - losses[0][2] for c in losses] == [0, 16, 32]  # float32 losses after the logits
+    assert [c[0] for c in losses] == [gemms[0][2]] * 3  # every chunk's logits in the same place
+    (sample,) = r["sample"]
+    p = decode(sample["params"], "sample_kernel")
+    assert p[:4] == [A, C, B, 0] and p[7:15] == [pytest.approx(0.7), 50, pytest.approx(0.9), 1, 0, 0, 1234, 8]
+    assert [x["kernel"] for x in r["ls"]] == ["matmul_kernel", "sample_kernel"] * 3  # 128 rows of 2^20 fit
+    assert [decode(x["params"], "sample_kernel")[15] for x in r["ls"][1::2]] == [0, 128, 256]  # first rows
+    assert r["allocs"] == r["frees"] == 3
+    assert "target has dtype float32" in r["bad_target"][1] and "top_p is 0" in r["bad_p"][1]
 
 
 @needs_sm90

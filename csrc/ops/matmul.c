@@ -1,5 +1,26 @@
-/* matmul: (M, K) or (B, M, K) @ (K, N) or (B, K, N). */
+/* The matmul family (kernels_src/matmul.py): the batched product (matmul, mm, bmm) and the fused 2-D forms
+ * (addmm, linear, gate_linear). */
 #include "xk_kernels.h"
+
+/* Whether b (k, n) is read along K (a transposed weight), along N, or neither. */
+static xopsaot_status b_layout(const xopsaot_tensor *b, int64_t k, int64_t n, const char *op, int *k_contiguous) {
+  const int64_t stride_k = b->strides[b->ndim - 2], stride_n = b->strides[b->ndim - 1];
+  if (stride_n == 1 || n == 1)
+    *k_contiguous = 0;
+  else if (stride_k == 1 || k == 1)
+    *k_contiguous = 1;
+  else
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: b must be contiguous along one of its last two dims", op);
+  return XOPSAOT_SUCCESS;
+}
+
+static xopsaot_status check_sizes(int64_t m, int64_t n, int64_t k, const xopsaot_tensor *a, const char *op) {
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: dims above 2^31-1 are not supported", op);
+  if (a->strides[a->ndim - 1] != 1 && k > 1)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: a must be contiguous along its last dim", op);
+  return XOPSAOT_SUCCESS;
+}
 
 xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
                               void *stream) {
@@ -29,25 +50,125 @@ xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, 
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "matmul: out must have shape %s(%lld, %lld)",
                    out_ndim == 3 ? "batch x " : "", (long long)m, (long long)n);
   if (!xo_is_contiguous(out)) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "matmul: out must be contiguous");
-  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "matmul: dims above 2^31-1 are not supported");
-  if (a->strides[a->ndim - 1] != 1 && k > 1)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "matmul: a must be contiguous along its last dim");
-  /* b is read along N (row-major) or along K (a transposed weight) */
-  const int64_t b_stride_k = b->strides[b->ndim - 2], b_stride_n = b->strides[b->ndim - 1];
+  XO_TRY(check_sizes(m, n, k, a, op));
   int k_contiguous;
-  if (b_stride_n == 1 || n == 1)
-    k_contiguous = 0;
-  else if (b_stride_k == 1 || k == 1)
-    k_contiguous = 1;
-  else
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "matmul: b must be contiguous along one of its last two dims");
+  XO_TRY(b_layout(b, k, n, op, &k_contiguous));
   XO_TRY(xo_require_key(&xk_matmul_kernel, XK_MATMUL_KERNEL_KEY_T, a->dtype, "matmul: dtype"));
   xk_matmul_kernel_args args = {
-      a->data, b->data, out->data, (int32_t)m, (int32_t)n, (int32_t)k,
-      batch_a > 1 ? a->strides[0] : 0, a->strides[a->ndim - 2],
-      batch_b > 1 ? b->strides[0] : 0, k_contiguous ? b_stride_n : b_stride_k,
-      out_ndim == 3 ? out->strides[0] : 0, out->strides[out_ndim - 2], batch};
-  xk_matmul_kernel_keys keys = {a->dtype, k_contiguous};
+      .A = a->data, .B = b->data, .C = out->data, .M = (int32_t)m, .N = (int32_t)n, .K = (int32_t)k, .stride_az = batch_a > 1 ? a->strides[0] : 0, .stride_am = a->strides[a->ndim - 2],
+      .stride_bz = batch_b > 1 ? b->strides[0] : 0,
+      .stride_b = k_contiguous ? b->strides[b->ndim - 1] : b->strides[b->ndim - 2],
+      .stride_cz = out_ndim == 3 ? out->strides[0] : 0, .stride_cm = out->strides[out_ndim - 2], .alpha = 1.0f,
+      .act = -1, .batch = batch};
+  xk_matmul_kernel_keys keys = {.T = a->dtype, .B_K_CONTIGUOUS = k_contiguous, .EPILOGUE = 0};
   return xo_launch(&xk_matmul_kernel, &keys.T, &args, a->device, stream);
+}
+
+static xopsaot_status check_act(int act, const char *op, const char *name) {
+  if (act < -1 || act > XOPSAOT_ACT_TANH)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: %s is %d; supported: -1 (none) or 0 (relu) to 5 (tanh)",
+                   op, name, act);
+  return XOPSAOT_SUCCESS;
+}
+
+/* gate_linear's gating, act(a) * gate, in a pass of its own (the gated activation kernel) into a workspace that the
+ * product then reads (kernels_src/matmul.py says why not in the product's prologue). */
+static xopsaot_status gated_operand(const xopsaot_tensor *a, const xopsaot_tensor *gate, int gate_act, void *stream,
+                                    xopsaot_tensor *gated) {
+  const int64_t m = a->shape[0], k = a->shape[1], elem = a->dtype == XOPSAOT_FLOAT32 ? 4 : 2;
+  const int64_t shape[2] = {m, k};
+  void *workspace = NULL;
+  if (m * k) XO_TRY(xo_workspace_alloc(a->device, stream, (uint64_t)(m * k * elem), &workspace));
+  xopsaot_tensor_contiguous(gated, workspace, 2, shape, a->dtype, a->device);
+  if (m * k == 0) return XOPSAOT_SUCCESS;
+  xk_gated_activation_kernel_args args = {.X = a->data, .Gate = gate->data, .Y = workspace,
+                                          .stride_x = m > 1 ? a->strides[0] : k, .stride_y = k, .d = k,
+                                          .act = gate_act, .n_rows = m};
+  xk_gated_activation_kernel_keys keys = {a->dtype};
+  xopsaot_status st = xo_launch(&xk_gated_activation_kernel, &keys.T, &args, a->device, stream);
+  if (st) xo_workspace_free(a->device, stream, workspace);
+  return st;
+}
+
+/* input's strides as broadcast to (m, n): 0 along a dim of 1 (or a missing one). */
+static xopsaot_status input_strides(const xopsaot_tensor *input, int64_t m, int64_t n, int64_t *stride_m,
+                                    int64_t *stride_n) {
+  const int nd = input->ndim;
+  const int64_t rows = nd == 2 ? input->shape[0] : 1, cols = nd >= 1 ? input->shape[nd - 1] : 1;
+  if (nd > 2 || (rows != 1 && rows != m) || (cols != 1 && cols != n))
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "gemm: input does not broadcast to (%lld, %lld)", (long long)m,
+                   (long long)n);
+  *stride_m = rows == 1 ? 0 : input->strides[0];
+  *stride_n = cols == 1 ? 0 : input->strides[nd - 1];
+  return XOPSAOT_SUCCESS;
+}
+
+xopsaot_status xopsaot_gemm(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *gate,
+                            const xopsaot_tensor *input, const xopsaot_tensor *residual, const xopsaot_tensor *out,
+                            const xopsaot_gemm_options *options, void *stream) {
+  static const char op[] = "gemm";
+  if (!options) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "gemm: options is NULL");
+  XO_TRY(xo_check_tensor(a, op, "a", 2));
+  XO_TRY(xo_check_tensor(b, op, "b", 2));
+  XO_TRY(xo_check_tensor(out, op, "out", 2));
+  XO_TRY(xo_check_dtype(b, a->dtype, op, "b"));
+  XO_TRY(xo_check_dtype(out, a->dtype, op, "out"));
+  XO_TRY(xo_check_same_device(a, b, op, "a", "b"));
+  XO_TRY(xo_check_same_device(a, out, op, "a", "out"));
+  XO_TRY(check_act(options->act, op, "act"));
+  XO_TRY(check_act(options->gate_act, op, "gate_act"));
+  const int64_t m = a->shape[0], k = a->shape[1], n = b->shape[1];
+  if (b->shape[0] != k)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "gemm: a has %lld columns but b has %lld rows", (long long)k,
+                   (long long)b->shape[0]);
+  if (out->shape[0] != m || out->shape[1] != n)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "gemm: out must have shape (%lld, %lld)", (long long)m,
+                   (long long)n);
+  XO_TRY(xo_check_last_dim_contiguous(out, op, "out"));
+  XO_TRY(check_sizes(m, n, k, a, op));
+  int k_contiguous;
+  XO_TRY(b_layout(b, k, n, op, &k_contiguous));
+  if (gate) {
+    XO_TRY(xo_check_tensor(gate, op, "gate", 2));
+    XO_TRY(xo_check_dtype(gate, a->dtype, op, "gate"));
+    XO_TRY(xo_check_same_device(a, gate, op, "a", "gate"));
+    XO_TRY(xo_check_same_shape(a, gate, op, "a", "gate"));
+    if ((m > 1 && gate->strides[0] != a->strides[0]) || (k > 1 && gate->strides[1] != 1))
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "gemm: gate must have a's strides");
+  }
+  int64_t stride_im = 0, stride_in = 0, stride_rm = 0;
+  const int use_input = input != NULL && options->beta != 0.0f; /* torch's addmm ignores input when beta is 0 */
+  if (input) {
+    XO_TRY(xo_check_tensor(input, op, "input", -1));
+    XO_TRY(xo_check_dtype(input, a->dtype, op, "input"));
+    XO_TRY(xo_check_same_device(a, input, op, "a", "input"));
+    XO_TRY(input_strides(input, m, n, &stride_im, &stride_in));
+  }
+  if (residual) {
+    XO_TRY(xo_check_tensor(residual, op, "residual", 2));
+    XO_TRY(xo_check_dtype(residual, a->dtype, op, "residual"));
+    XO_TRY(xo_check_same_device(a, residual, op, "a", "residual"));
+    XO_TRY(xo_check_same_shape(out, residual, op, "out", "residual"));
+    XO_TRY(xo_check_last_dim_contiguous(residual, op, "residual"));
+    stride_rm = residual->strides[0];
+  }
+  XO_TRY(xo_require_key(&xk_matmul_kernel, XK_MATMUL_KERNEL_KEY_T, a->dtype, "gemm: dtype"));
+  if (m == 0 || n == 0) return XOPSAOT_SUCCESS;
+  xopsaot_tensor gated;
+  if (gate) {
+    XO_TRY(gated_operand(a, gate, options->gate_act, stream, &gated));
+    a = &gated;
+  }
+  xk_matmul_kernel_args args = {
+      .A = a->data, .B = b->data, .C = out->data,
+      .Input = use_input ? input->data : NULL, .Residual = residual ? residual->data : NULL, .M = (int32_t)m,
+      .N = (int32_t)n, .K = (int32_t)k, .stride_am = m > 1 ? a->strides[0] : k,
+      .stride_b = k_contiguous ? b->strides[1] : b->strides[0], .stride_cm = m > 1 ? out->strides[0] : n,
+      .stride_im = stride_im, .stride_in = stride_in, .stride_rm = m > 1 ? stride_rm : n, .alpha = options->alpha,
+      .beta = options->beta, .has_input = use_input, .has_residual = residual != NULL, .act = options->act,
+      .batch = 1};
+  xk_matmul_kernel_keys keys = {.T = a->dtype, .B_K_CONTIGUOUS = k_contiguous, .EPILOGUE = 1};
+  xopsaot_status st = xo_launch(&xk_matmul_kernel, &keys.T, &args, a->device, stream);
+  if (gate) xo_workspace_free(a->device, stream, gated.data);
+  return st;
 }

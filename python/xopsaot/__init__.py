@@ -42,9 +42,11 @@ from ._ops.elementwise import (
     sin,
     sub,
 )
-from ._ops.matmul import matmul
+from ._ops.loss import cross_entropy, linear_cross_entropy
+from ._ops.matmul import addmm, bmm, gate_linear, linear, matmul, mm
 from ._ops.norm import group_norm, layer_norm, norm_gate, rms_norm
 from ._ops.rotary import apply_rotary, lrpe_cosine, rotary_qk
+from ._ops.sampling import linear_sample, sample
 from ._ops.scan import cumsum, logcumsumexp
 from ._ops.softmax import log_softmax, logsumexp, softmax
 from ._registry import dispatch, ops
@@ -53,12 +55,15 @@ __all__ = [
     "XopsaotError",
     "abs",
     "add",
+    "addmm",
     "apply_rotary",
     "bitwise_and",
     "bitwise_not",
     "bitwise_or",
+    "bmm",
     "clamp",
     "cos",
+    "cross_entropy",
     "cumsum",
     "dispatch",
     "div",
@@ -68,6 +73,7 @@ __all__ = [
     "flash_attn",
     "flash_attn_varlen",
     "flash_attn_with_kvcache",
+    "gate_linear",
     "ge",
     "gelu",
     "gelu_and_mul",
@@ -78,6 +84,9 @@ __all__ = [
     "isnan",
     "layer_norm",
     "le",
+    "linear",
+    "linear_cross_entropy",
+    "linear_sample",
     "log_softmax",
     "logcumsumexp",
     "logsumexp",
@@ -86,6 +95,7 @@ __all__ = [
     "matmul",
     "maximum",
     "minimum",
+    "mm",
     "mul",
     "ne",
     "neg",
@@ -97,6 +107,7 @@ __all__ = [
     "rms_norm",
     "rotary_qk",
     "rsqrt",
+    "sample",
     "sigmoid",
     "silu",
     "silu_and_mul",

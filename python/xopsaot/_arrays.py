@@ -48,6 +48,19 @@ def is_contiguous(shape, strides) -> bool:
     return True
 
 
+def round_float32(array: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values rounded to `dtype` (to nearest even) and widened back, as a GPU result stored in that dtype
+    reads; bfloat16 by bit arithmetic, so NumPy alone does it."""
+    array = np.asarray(array, dtype=np.float32)
+    if dtype == "float16":
+        return array.astype(np.float16).astype(np.float32)
+    if dtype != "bfloat16":
+        return array
+    bits = array.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return np.where(np.isnan(array), array, rounded.view(np.float32))
+
+
 def numpy_dtype_name(dtype) -> str:
     return np.dtype(dtype).name  # ml_dtypes' bfloat16 reports "bfloat16"
 

@@ -109,6 +109,39 @@ class ElementwiseOptions(ctypes.Structure):
     ]
 
 
+class GemmOptions(ctypes.Structure):
+    """xopsaot_gemm_options."""
+
+    _fields_ = [
+        ("alpha", ctypes.c_float),
+        ("beta", ctypes.c_float),
+        ("act", ctypes.c_int),
+        ("gate_act", ctypes.c_int),
+    ]
+
+
+class CrossEntropyOptions(ctypes.Structure):
+    """xopsaot_cross_entropy_options."""
+
+    _fields_ = [
+        ("ignore_index", ctypes.c_int64),
+        ("label_smoothing", ctypes.c_float),
+        ("reduction", ctypes.c_int),
+    ]
+
+
+class SampleOptions(ctypes.Structure):
+    """xopsaot_sample_options."""
+
+    _fields_ = [
+        ("temperature", ctypes.c_float),
+        ("top_k", ctypes.c_int),
+        ("top_p", ctypes.c_float),
+        ("seed", ctypes.c_int64),
+        ("offset", ctypes.c_int64),
+    ]
+
+
 # Function name -> (argument types, including trailing scalars). Tensors are passed as descriptor addresses.
 _T = ctypes.c_void_p
 SIGNATURES = {
@@ -127,6 +160,11 @@ SIGNATURES = {
     "xopsaot_rotary_qk": [_T] * 4 + [ctypes.c_int, ctypes.c_void_p],
     "xopsaot_lrpe_cosine": [_T] * 3 + [ctypes.c_int64, ctypes.c_void_p],
     "xopsaot_matmul": [_T, _T, _T, ctypes.c_void_p],
+    "xopsaot_gemm": [_T] * 6 + [ctypes.POINTER(GemmOptions), ctypes.c_void_p],
+    "xopsaot_cross_entropy": [_T] * 3 + [ctypes.POINTER(CrossEntropyOptions), ctypes.c_void_p],
+    "xopsaot_sample": [_T] * 5 + [ctypes.POINTER(SampleOptions), ctypes.c_void_p],
+    "xopsaot_linear_sample": [_T] * 7 + [ctypes.POINTER(SampleOptions), ctypes.c_void_p],
+    "xopsaot_linear_cross_entropy": [_T] * 5 + [ctypes.POINTER(CrossEntropyOptions), ctypes.c_int64, ctypes.c_void_p],
     "xopsaot_flash_attn": [_T] * 6 + [_OPTIONS, ctypes.c_void_p],
     "xopsaot_flash_attn_varlen": [_T] * 8 + [ctypes.c_int, ctypes.c_int, _OPTIONS, ctypes.c_void_p],
     "xopsaot_flash_attn_with_kvcache": [_T] * 9 + [_OPTIONS, ctypes.c_void_p],
@@ -136,6 +174,7 @@ SIGNATURES = {
     "xopsaot_preload": [ctypes.c_int],
     "xopsaot_stream_synchronize": [ctypes.c_int, ctypes.c_void_p],
     "xopsaot_variant_binary": [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint64)],
+    "xopsaot_recent_variants": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
 }
 
 
@@ -250,6 +289,12 @@ def variant_binary(index: int) -> bytes:
     data, size = ctypes.c_void_p(), ctypes.c_uint64()
     raise_for(lib.xopsaot_variant_binary(index, ctypes.byref(data), ctypes.byref(size)), lib)
     return ctypes.string_at(data.value, size.value)
+
+
+def recent_variants(count: int = 16) -> list[int]:
+    """Indices of the variants this thread's last `count` (at most 16) launches selected, newest first."""
+    indices = (ctypes.c_int * count)()
+    return list(indices[: library().xopsaot_recent_variants(indices, count)])
 
 
 def last_variant() -> int:

@@ -301,8 +301,9 @@ static CUresult record(fake_function *f, const unsigned grid[3], const unsigned 
     l->smem = smem;
     l->cluster = cluster;
     l->stream = stream;
-    l->nparams = expected_params;
-    for (int i = 0; i < expected_params && i < MAX_PARAMS; ++i) memcpy(&l->params[i], params[i], 8);
+    int n = 0; /* the launcher ends the list with NULL: copy up to the expected count or the end */
+    for (; n < expected_params && n < MAX_PARAMS && params[n]; ++n) memcpy(&l->params[n], params[n], 8);
+    l->nparams = n;
   }
   pthread_mutex_unlock(&lock);
   return OK;

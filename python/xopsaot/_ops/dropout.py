@@ -4,7 +4,6 @@ and on both paths, since the NumPy reference draws the kernels' numbers (xopsaot
 from __future__ import annotations
 
 import math
-import secrets
 from typing import Any, Optional
 
 import numpy as np
@@ -13,8 +12,6 @@ from .. import _checks as check
 from .. import _philox
 from .._call import resolve
 from .._registry import register
-
-SEED_BITS = 63
 
 
 def dropout_reference(x: np.ndarray, p: float, seed: int, offset: int) -> np.ndarray:
@@ -44,12 +41,7 @@ def dropout(
     offset = check.integer("dropout", "offset", offset, minimum=0)
     call, (vx,) = resolve("dropout", backend, ("input",), (input,))
     check.dtype("dropout", "input", vx, check.FLOATS)
-    if seed is None:
-        seed = secrets.randbits(SEED_BITS)
-        call.not_replayable()  # a replay would repeat this call's seed
-    seed = check.integer("dropout", "seed", seed, minimum=0)
-    if seed >= 2**SEED_BITS:
-        raise ValueError(f"dropout: seed must be below 2**{SEED_BITS}, got {seed}")
+    seed = _philox.call_seed("dropout", seed, call)
     if not training or p == 0.0:
         return input
     if not call.on_gpu:

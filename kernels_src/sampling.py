@@ -1,0 +1,177 @@
+"""Sampling for servers: one token per row of logits, by Gumbel-max over the tokens top_k and top_p keep, without
+sorting the vocabulary. One program per row streams the row (it stays in L2 between passes):
+  1. the row's max and min;
+  2. top_k: the k-th largest logit, by bisection over the logits' order-preserving integer keys (exact; each step
+     counts the keys at or above the midpoint);
+  3. top_p: the largest logit t such that the tokens at or above t (among those top_k keeps) hold at least top_p of
+     the probability softmax(x / temperature), by the same bisection on the summed probability;
+  4. argmax of x / temperature + g over the kept tokens, g = -log(-log(u)) Gumbel noise from Philox4x32-10
+     (first index on ties); temperature 0 takes the argmax of x (greedy) and ignores top_k and top_p.
+Token i of row r (first_row + the program's row) draws output i % 4 of counter (offset + i // 4 (low, high word),
+r, 0) under key (seed low, high), u = (top 24 bits + 0.5) / 2^24, so python/xopsaot/_philox.py reproduces every
+draw on the CPU path."""
+
+import triton
+import triton.language as tl
+
+from aot.spec import Config, Kernel, f32, i32, i64, ptr
+from kernels_src._philox import philox4x32
+
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _key(x):
+    """An int32 that orders like the float32 x (-0 just below +0)."""
+    bits = x.to(tl.int32, bitcast=True)
+    return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+
+
+@triton.jit
+def _count_at_or_above(X, n, threshold, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    count = tl.zeros([BLOCK], dtype=tl.int32)
+    for start in range(0, n, BLOCK):
+        c = start + cols
+        x = tl.load(X + c, mask=c < n, other=-float("inf")).to(tl.float32)
+        count += ((c < n) & (_key(x) >= threshold)).to(tl.int32)
+    return tl.sum(count, axis=0)
+
+
+@triton.jit
+def _mass_at_or_above(X, n, threshold, floor, row_max, inv_t, BLOCK: tl.constexpr):
+    """Sum of exp((x - max) / temperature) over the tokens whose key is at least threshold and floor."""
+    cols = tl.arange(0, BLOCK)
+    mass = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        c = start + cols
+        x = tl.load(X + c, mask=c < n, other=-float("inf")).to(tl.float32)
+        k = _key(x)
+        e = tl.exp2((x - row_max) * (inv_t * LOG2E))
+        mass += tl.where((c < n) & (k >= threshold) & (k >= floor), e, 0.0)
+    return tl.sum(mass, axis=0)
+
+
+@triton.jit
+def sample_kernel(
+    Logits,
+    Out,
+    Temperatures,
+    TopKs,
+    TopPs,
+    stride_x,
+    n,
+    temperature,
+    top_k,
+    top_p,
+    per_row_temperature,
+    per_row_top_k,
+    per_row_top_p,
+    seed,
+    offset,
+    first_row,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0)
+    X = Logits + row.to(tl.int64) * stride_x
+    if per_row_temperature:
+        temperature = tl.load(Temperatures + row)
+    if per_row_top_k:
+        top_k = tl.load(TopKs + row)
+    if per_row_top_p:
+        top_p = tl.load(TopPs + row)
+    cols = tl.arange(0, BLOCK)
+    greedy = temperature == 0.0
+    inv_t = tl.where(greedy, 1.0, 1.0 / temperature)
+
+    # 1. the max and min
+    hi_x = tl.full([BLOCK], -float("inf"), dtype=tl.float32)
+    lo_x = tl.full([BLOCK], float("inf"), dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        c = start + cols
+        x = tl.load(X + c, mask=c < n, other=-float("inf")).to(tl.float32)
+        hi_x = tl.maximum(hi_x, x)
+        lo_x = tl.minimum(lo_x, tl.where(c < n, x, float("inf")))
+    row_max = tl.max(hi_x, axis=0)
+    key_lo = _key(tl.min(lo_x, axis=0))
+    key_hi = _key(row_max)
+
+    # 2. top_k: the largest key v with at least top_k keys >= v
+    floor = key_lo
+    if (temperature != 0.0) & (top_k > 0) & (top_k < n):
+        lo = key_lo.to(tl.int64)
+        hi = key_hi.to(tl.int64)
+        while lo < hi:
+            mid = lo + (hi - lo + 1) // 2
+            if _count_at_or_above(X, n, mid.to(tl.int32), BLOCK) >= top_k:
+                lo = mid
+            else:
+                hi = mid - 1
+        floor = lo.to(tl.int32)
+
+    # 3. top_p: the largest key v whose tokens at or above it (and the floor) hold top_p of the kept mass
+    if (temperature != 0.0) & (top_p < 1.0):
+        total = _mass_at_or_above(X, n, floor, floor, row_max, inv_t, BLOCK)
+        goal = top_p * total
+        lo = floor.to(tl.int64)
+        hi = key_hi.to(tl.int64)
+        while lo < hi:
+            mid = lo + (hi - lo + 1) // 2
+            if _mass_at_or_above(X, n, mid.to(tl.int32), floor, row_max, inv_t, BLOCK) >= goal:
+                lo = mid
+            else:
+                hi = mid - 1
+        floor = lo.to(tl.int32)
+
+    # 4. Gumbel-max over the kept tokens (a plain argmax when greedy)
+    k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
+    k1 = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    row_word = tl.full([BLOCK // 4], 0, dtype=tl.uint32) + (first_row + row).to(tl.uint32)  # the Philox stream
+    zero = tl.zeros([BLOCK // 4], dtype=tl.uint32)
+    best = -float("inf")
+    best_index = tl.full([], -1, dtype=tl.int64)
+    for start in range(0, n, BLOCK):
+        counter = offset + start // 4 + tl.arange(0, BLOCK // 4)
+        r0, r1, r2, r3 = philox4x32(counter.to(tl.uint32), (counter >> 32).to(tl.uint32), row_word, zero, k0, k1)
+        bits = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), (BLOCK,))  # element i takes output i % 4
+        u = ((bits >> 8).to(tl.float32) + 0.5) * 5.9604644775390625e-08
+        c = start + cols
+        x = tl.load(X + c, mask=c < n, other=-float("inf")).to(tl.float32)
+        gumbel = tl.where(greedy, 0.0, -tl.log(-tl.log(u)))
+        score = tl.where((c < n) & (_key(x) >= floor), x * inv_t + gumbel, -float("inf"))
+        block_best = tl.max(score, axis=0)
+        block_index = tl.argmax(score, axis=0, tie_break_left=True)
+        if block_best > best:
+            best = block_best
+            best_index = (start + block_index).to(tl.int64)
+    tl.store(Out + row, tl.where(best_index < 0, 0, best_index))
+
+
+KERNELS = [
+    Kernel(
+        fn=sample_kernel,
+        op="sample",
+        args=[
+            ptr("Logits", "T"),
+            ptr("Out", "i64", aligned=False),
+            ptr("Temperatures", "fp32", aligned=False),
+            ptr("TopKs", "i32", aligned=False),
+            ptr("TopPs", "fp32", aligned=False),
+            i64("stride_x", aligned=True),
+            i32("n", aligned=True),
+            f32("temperature"),
+            i32("top_k"),
+            f32("top_p"),
+            i32("per_row_temperature"),
+            i32("per_row_top_k"),
+            i32("per_row_top_p"),
+            i64("seed"),
+            i64("offset"),
+            i32("first_row"),
+        ],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid_args=[i64("n_rows")],
+        grid=["n_rows", "1", "1"],
+        configs=[Config({"BLOCK": 4096}, num_warps=8)],
+    ),
+]

@@ -1,0 +1,227 @@
+"""sample and linear_sample on the CPU path and the GPU: the distributions of top_k / top_p / temperature against
+float64 probabilities computed here (chi-square), the filters' sets, greedy rows, the GPU's tokens against Gumbel
+scores the test forms itself from the Philox draws, equal tokens for equal seeds on both paths, per-row parameter
+arrays, a 128k vocabulary, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from arrays import host64 as host
+from arrays import on_path as arr
+from arrays import torch_or_skip, unexercised
+
+import xopsaot
+from xopsaot import _library
+from xopsaot._philox import draws
+
+PATHS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+FLOATS = ["float16", "bfloat16", "float32"]
+GPU_USED: set[int] = set()
+
+
+def ran(where):
+    if where == "gpu":  # every kernel the last call launched (a reduction, the LM head's chunks)
+        GPU_USED.update(_library.recent_variants())
+
+
+def on(where, array):
+    return array if where == "cpu" else torch_or_skip().from_numpy(np.ascontiguousarray(array)).cuda()
+
+
+def typed(where, array, dtype):
+    """float32 values as an array of `dtype` on the path's device."""
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    if where == "gpu":
+        torch = torch_or_skip()
+        return torch.from_numpy(array).to(getattr(torch, dtype)).cuda()
+    if dtype == "bfloat16":
+        return array.astype(pytest.importorskip("ml_dtypes").bfloat16)
+    return array.astype(dtype)
+
+
+def tokens(out) -> np.ndarray:
+    return host(out).astype(np.int64)
+
+
+def kept_probabilities(x: np.ndarray, temperature: float, top_k=None, top_p=None) -> np.ndarray:
+    """The distribution a row should be sampled from, in float64: softmax(x / T) over the tokens top_k and then
+    top_p keep (ties at a threshold kept), renormalized."""
+    x = x.astype(np.float64)
+    kept = np.ones(x.shape, bool)
+    if top_k:
+        kept &= x >= np.sort(x)[::-1][top_k - 1]
+    p = np.where(kept, np.exp((x - x.max()) / temperature), 0.0)
+    p /= p.sum()
+    if top_p is not None and top_p < 1:
+        order = np.argsort(-x, kind="stable")
+        cumulative = np.cumsum(p[order])
+        for i, j in enumerate(order):  # the first value whose run reaches top_p
+            last_of_run = i + 1 == len(order) or x[order[i + 1]] != x[j]
+            if last_of_run and cumulative[i] >= top_p:
+                kept &= x >= x[j]
+                break
+        p = np.where(kept, p, 0.0)
+        p /= p.sum()
+    return p
+
+
+def chi_square_bound(df: int, z: float = 4.26) -> float:
+    """The chi-square quantile for a tail of about 1e-5 (Wilson-Hilferty)."""
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def assert_distribution(samples: np.ndarray, p: np.ndarray, what: str) -> None:
+    counts = np.bincount(samples, minlength=len(p))
+    assert counts[p == 0].sum() == 0, f"{what}: tokens the filters drop were drawn: {np.nonzero(counts * (p == 0))}"
+    expected = p[p > 0] * len(samples)
+    statistic = (((counts[p > 0] - expected) ** 2) / expected).sum()
+    df = max(int((p > 0).sum()) - 1, 1)
+    assert statistic <= chi_square_bound(df), f"{what}: chi-square {statistic:.1f} > {chi_square_bound(df):.1f}"
+
+
+SETTINGS = [  # temperature, top_k, top_p
+    (1.0, None, None),
+    (0.5, None, None),
+    (2.0, 3, None),
+    (1.0, None, 0.7),
+    (0.8, 4, 0.6),
+]
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_sample_distributions(request, rng, where):
+    """20000 rows of the same 8 logits (a tie among them) are 20000 independent draws."""
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    x = np.array([1.0, 2.5, 0.3, 2.5, -1.0, 1.7, 0.0, 2.0], np.float32)
+    rows = 20000
+    for dtype in FLOATS:
+        logits = typed(where, np.tile(x, (rows, 1)), dtype)
+        rounded = host(logits)[0]
+        for temperature, top_k, top_p in SETTINGS:
+            seed = int(rng.integers(2**62))
+            out = xopsaot.sample(logits, temperature, top_k, top_p, seed=seed)
+            ran(where)
+            assert out.shape == (rows,)
+            assert str(out.dtype).replace("torch.", "") == "int64"
+            p = kept_probabilities(rounded, temperature, top_k, top_p)
+            assert_distribution(tokens(out), p, f"{where} {dtype} T={temperature} k={top_k} p={top_p}")
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_sample_rows(request, rng, where):
+    """Random rows: greedy rows take the argmax, filtered rows stay in their sets, and the tokens are the argmax of
+    the Gumbel scores formed here from the Philox draws (to rounding); per-row parameter arrays."""
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    rows, n = 64, 1000
+    x = (rng.standard_normal((rows, n)) * 2).astype(np.float32)
+    x[0, [5, 9]] = 20.0  # a tie at the top: greedy takes the first
+    temperature = np.where(np.arange(rows) % 4 == 0, 0.0, rng.uniform(0.3, 1.5, rows)).astype(np.float32)
+    top_k = rng.integers(0, 50, rows).astype(np.int32)
+    top_p = rng.uniform(0.2, 1.0, rows).astype(np.float32)
+    seed, offset = int(rng.integers(2**62)), int(rng.integers(1000))
+    out = tokens(
+        xopsaot.sample(
+            on(where, x), on(where, temperature), on(where, top_k), on(where, top_p), seed=seed, offset=offset
+        )
+    )
+    ran(where)
+    u = ((draws(n, seed, offset, stream=np.arange(rows)) >> np.uint32(8)).astype(np.float64) + 0.5) * 2.0**-24
+    gumbel = -np.log(-np.log(u))
+    for r in range(rows):
+        if temperature[r] == 0:
+            assert out[r] == np.argmax(x[r]), f"row {r}: greedy"
+            continue
+        p = kept_probabilities(x[r], float(temperature[r]), int(top_k[r]) or None, float(top_p[r]))
+        assert p[out[r]] > 0, f"row {r}: token {out[r]} is outside the kept set"
+        score = np.where(p > 0, x[r].astype(np.float64) / temperature[r] + gumbel[r], -np.inf)
+        assert score[out[r]] >= score.max() - 1e-4 * max(1.0, abs(score.max())), f"row {r}: not the Gumbel argmax"
+    assert out[0] == 5
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_sample_seeds(rng, where):
+    x = on(where, rng.standard_normal((50, 300)).astype(np.float32))
+    first = tokens(xopsaot.sample(x, 1.0, seed=7))
+    assert np.array_equal(first, tokens(xopsaot.sample(x, 1.0, seed=7)))
+    assert not np.array_equal(first, tokens(xopsaot.sample(x, 1.0, seed=7, offset=1000)))
+    assert not np.array_equal(first, tokens(xopsaot.sample(x, 1.0, seed=8)))
+    one = tokens(xopsaot.sample(on(where, rng.standard_normal(17).astype(np.float32)), 0.7, seed=1))
+    assert one.shape == () and 0 <= int(one) < 17
+    lead = xopsaot.sample(on(where, rng.standard_normal((2, 3, 33)).astype(np.float32)), 1.0, 5, 0.9, seed=3)
+    assert tokens(lead).shape == (2, 3)
+
+
+@pytest.mark.gpu
+def test_sample_paths_agree(rng):
+    """The same seed gives the same tokens on the GPU and on the CPU path (bar near-ties of the float32 scores)."""
+    for dtype in FLOATS:
+        x = typed("gpu", rng.standard_normal((200, 4096)), dtype)
+        for temperature, top_k, top_p in SETTINGS:
+            gpu = tokens(xopsaot.sample(x, temperature, top_k, top_p, seed=11))
+            ran("gpu")
+            cpu = tokens(xopsaot.sample(x.cpu(), temperature, top_k, top_p, seed=11))
+            assert (gpu == cpu).mean() >= 0.99, f"{dtype} {temperature} {top_k} {top_p}: {(gpu != cpu).sum()} differ"
+
+
+@pytest.mark.gpu
+def test_sample_large_vocabulary(rng):
+    """128256 logits per row (and an odd 100003, the unhinted variant): top_k and top_p sets hold."""
+    for n, dtype in ((128_256, "bfloat16"), (128_256, "float32"), (100_003, "float16")):
+        logits = typed("gpu", rng.standard_normal((8, n)) * 3, dtype)
+        x = host(logits)
+        for top_k, top_p in ((20, None), (None, 0.5), (1000, 0.9), (1, None)):
+            out = tokens(xopsaot.sample(logits, 0.9, top_k, top_p, seed=5))
+            ran("gpu")
+            for r in range(8):
+                p = kept_probabilities(x[r], 0.9, top_k, top_p)
+                assert p[out[r]] > 0, f"{n} k={top_k} p={top_p} row {r}: token {out[r]} outside the kept set"
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_linear_sample(request, rng, where):
+    """Equal to sample() of the logits linear() computes (rounded to the dtype), seed for seed."""
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    for dtype in FLOATS:
+        x = arr(rng, (3, 5, 64), dtype, where)
+        w = arr(rng, (1000, 64), dtype, where, scale=0.5)
+        b = arr(rng, (1000,), dtype, where)
+        for bias in (None, b):
+            out = xopsaot.linear_sample(x, w, bias, 0.8, 50, 0.9, seed=21)
+            ran(where)
+            logits = xopsaot.linear(x, w, bias)
+            assert np.array_equal(tokens(out), tokens(xopsaot.sample(logits, 0.8, 50, 0.9, seed=21))), dtype
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_sample_bad_input(rng, where):
+    x = on(where, rng.standard_normal((4, 10)).astype(np.float32))
+    with pytest.raises(ValueError, match=r"sample: top_p is 0.0; it must be in \(0, 1\]"):
+        xopsaot.sample(x, 1.0, top_p=0.0)
+    with pytest.raises(ValueError, match=r"sample: top_p is 1.5"):
+        xopsaot.sample(x, 1.0, top_p=1.5)
+    with pytest.raises(ValueError, match=r"sample: temperature is -1.0; it must be finite and >= 0"):
+        xopsaot.sample(x, -1.0)
+    with pytest.raises(ValueError, match=r"sample: top_k must be >= 0, got -1"):
+        xopsaot.sample(x, 1.0, top_k=-1)
+    with pytest.raises(ValueError, match=r"sample: top_k as an array must have one value per row, shape \(4,\)"):
+        xopsaot.sample(x, 1.0, top_k=on(where, np.ones(3, np.int32)))
+    with pytest.raises(ValueError, match=r"sample: top_p holds values outside \(0, 1\]"):
+        xopsaot.sample(x, 1.0, top_p=on(where, np.array([0.5, 0.0, 1.0, 1.0], np.float32)))
+    with pytest.raises(TypeError, match=r"sample: logits.dtype is int32"):
+        xopsaot.sample(on(where, np.ones((2, 3), np.int32)))
+    with pytest.raises(ValueError, match=r"sample: seed must be below 2\*\*63"):
+        xopsaot.sample(x, seed=2**63)
+    with pytest.raises(ValueError, match=r"linear_sample: weight has shape \(10, 6\) but the input has 10"):
+        xopsaot.linear_sample(x, on(where, np.ones((10, 6), np.float32)))
+
+
+@pytest.mark.gpu
+def test_every_sample_variant_was_checked():
+    missing = unexercised({"sample_kernel"}, GPU_USED)
+    assert not missing, f"sample variants never exercised: {missing}"
