@@ -150,6 +150,8 @@ def test_matmul_family_bad_input(rng, where):
         xopsaot.mm(a, arr(rng, (8, 5), "float16", where))
     with pytest.raises(ValueError, match=r"addmm: input of shape \(3,\) does not broadcast"):
         xopsaot.addmm(arr(rng, (3,), "float32", where), a, b)
+    with pytest.raises(TypeError, match=r"addmm: input must be an array, got None"):
+        xopsaot.addmm(None, a, b)
     with pytest.raises(TypeError, match=r"addmm: beta must be a finite float"):
         xopsaot.addmm(arr(rng, (5,), "float32", where), a, b, beta=float("nan"))
     w = arr(rng, (5, 8), "float32", where)

@@ -168,6 +168,8 @@ def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1
     """torch.addmm: beta * input + alpha * (mat1 @ mat2), input broadcast to (n, p); with beta 0 input is ignored
     (NaN in it does not propagate), as in torch."""
     op = "addmm"
+    if input is None:
+        raise TypeError(f"{op}: input must be an array, got None")
     call, (va, vb, vi) = _operands(op, backend, ("mat1", "mat2", "input"), (mat1, mat2, input))
     check.ndim(op, "mat1", va, (2,))
     check.ndim(op, "mat2", vb, (2,))
