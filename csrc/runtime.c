@@ -18,7 +18,6 @@
 /* ---- errors ---- */
 
 static _Thread_local char message[1024];
-static _Thread_local int last_variant = -1;
 static _Thread_local int recent_variants[XOPSAOT_RECENT_VARIANTS]; /* a ring: the last variants selected */
 static _Thread_local uint64_t n_selected;
 
@@ -36,7 +35,9 @@ const char *xopsaot_last_error(void) { return message; }
 int xopsaot_abi_version(void) { return XOPSAOT_ABI_VERSION; }
 const char *xopsaot_built_archs(void) { return xo_built_archs; }
 int xopsaot_variant_count(void) { return xo_n_variants; }
-int xopsaot_last_variant(void) { return last_variant; }
+int xopsaot_last_variant(void) {
+  return n_selected ? recent_variants[(n_selected - 1) % XOPSAOT_RECENT_VARIANTS] : -1;
+}
 
 int xopsaot_recent_variants(int *indices, int capacity) {
   int n = n_selected < XOPSAOT_RECENT_VARIANTS ? (int)n_selected : XOPSAOT_RECENT_VARIANTS;
@@ -559,8 +560,7 @@ xopsaot_status xo_launch(const xo_kernel *k, const int32_t *keys, const void *ar
     const xo_variant *chosen = autotuned(c, v, args, d, stream);
     if (chosen != v) st = launch_grid(v = chosen, args, d, grid);
   }
-  last_variant = (int)v->index;
-  recent_variants[n_selected++ % XOPSAOT_RECENT_VARIANTS] = last_variant;
+  recent_variants[n_selected++ % XOPSAOT_RECENT_VARIANTS] = (int)v->index;
   if (!st) st = function_for(c, v, stream, 1, &fn);
   if (!st) st = launch_variant(v, fn, grid, args, stream);
   drv->leave(&ref);

@@ -103,6 +103,7 @@ void xo_workspace_free(int device, void *stream, void *ptr) XO_INTERNAL;
 
 /* Tensor checks shared by the ops (csrc/tensor.c). */
 const char *xo_dtype_name(int32_t dtype) XO_INTERNAL;
+int64_t xo_dtype_size(int32_t dtype) XO_INTERNAL; /* bytes per element */
 int64_t xo_numel(const xopsaot_tensor *t) XO_INTERNAL;
 int xo_is_contiguous(const xopsaot_tensor *t) XO_INTERNAL;
 xopsaot_status xo_check_tensor(const xopsaot_tensor *t, const char *op, const char *name, int ndim) XO_INTERNAL;

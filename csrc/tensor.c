@@ -9,6 +9,23 @@ const char *xo_dtype_name(int32_t dtype) {
   return dtype > 0 && dtype < (int32_t)(sizeof names / sizeof *names) ? names[dtype] : "invalid";
 }
 
+int64_t xo_dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case XOPSAOT_FLOAT16:
+    case XOPSAOT_BFLOAT16:
+    case XOPSAOT_INT16:
+      return 2;
+    case XOPSAOT_FLOAT32:
+    case XOPSAOT_INT32:
+      return 4;
+    case XOPSAOT_FLOAT64:
+    case XOPSAOT_INT64:
+      return 8;
+    default: /* int8, uint8, bool, fp8 */
+      return 1;
+  }
+}
+
 int64_t xo_numel(const xopsaot_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];

@@ -45,7 +45,7 @@ xopsaot_status xopsaot_gated_activation(const xopsaot_tensor *x, const xopsaot_t
                         "gated_activation: dtype"));
   if (rows == 0 || d == 0) return XOPSAOT_SUCCESS;
   xk_gated_activation_kernel_args args = {
-      .X = x->data, .Gate = (char *)x->data + d * (x->dtype == XOPSAOT_FLOAT32 ? 4 : 2), .Y = out->data,
+      .X = x->data, .Gate = (char *)x->data + d * xo_dtype_size(x->dtype), .Y = out->data,
       .stride_x = stride_x, .stride_y = stride_y, .d = d, .act = act, .n_rows = rows};
   xk_gated_activation_kernel_keys keys = {x->dtype};
   return xo_launch(&xk_gated_activation_kernel, &keys.T, &args, x->device, stream);

@@ -67,21 +67,6 @@ static int kind_of(int32_t dtype) {
   }
 }
 
-static int64_t element_size(int32_t dtype) {
-  switch (dtype) {
-    case XOPSAOT_FLOAT16:
-    case XOPSAOT_BFLOAT16:
-      return 2;
-    case XOPSAOT_FLOAT32:
-    case XOPSAOT_INT32:
-      return 4;
-    case XOPSAOT_INT64:
-      return 8;
-    default:
-      return 1;
-  }
-}
-
 /* The operands over out's dims: shape and per-operand strides in elements (0 where an input broadcasts). */
 typedef struct {
   int nd;
@@ -142,7 +127,7 @@ static void extent(const xopsaot_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     if (span < 0) low += span;
     else high += span;
   }
-  const int64_t size = element_size(t->dtype);
+  const int64_t size = xo_dtype_size(t->dtype);
   *lo = (uintptr_t)t->data + (uintptr_t)(low * size);
   *hi = (uintptr_t)t->data + (uintptr_t)(high * size + size);
 }
@@ -253,7 +238,7 @@ static xopsaot_status launch_strided(const layout *l, const void *data[OPERANDS]
     for (int i = 0; i < lead; ++i)
       for (int k = 0; k < OPERANDS; ++k) offset[k] += index[i] * l->stride[k][i];
     void **ptrs[OPERANDS] = {&args.X, &args.Y, &args.OUT};
-    for (int k = 0; k < OPERANDS; ++k) *ptrs[k] = (char *)data[k] + offset[k] * element_size(k == OUT ? keys->O : keys->T);
+    for (int k = 0; k < OPERANDS; ++k) *ptrs[k] = (char *)data[k] + offset[k] * xo_dtype_size(k == OUT ? keys->O : keys->T);
     XO_TRY(xo_launch(&xk_elementwise_strided_kernel, &skeys.T, &args, device, stream));
     int i = lead - 1;
     for (; i >= 0 && ++index[i] == l->shape[i]; --i) index[i] = 0;

@@ -36,7 +36,7 @@ xopsaot_status xo_lm_head_check(xo_lm_head *h, const char *op) {
 xopsaot_status xo_lm_head_chunks(const xo_lm_head *h, int64_t chunk_rows, uint64_t extra_bytes, void **workspace,
                                  void **extra, xo_logits_consumer consume, void *ctx, void *stream) {
   const xopsaot_tensor *x = h->x;
-  const int64_t elem = x->dtype == XOPSAOT_FLOAT32 ? 4 : 2;
+  const int64_t elem = xo_dtype_size(x->dtype);
   int64_t chunk = chunk_rows ? chunk_rows : (int64_t)(XO_LOGITS_CHUNK_BYTES / (uint64_t)(h->vocab * elem));
   if (!chunk_rows && chunk >= 128) chunk -= chunk % 128; /* whole row tiles of the product */
   if (chunk < 1) chunk = 1;

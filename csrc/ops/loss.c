@@ -40,8 +40,7 @@ static xopsaot_status launch_rows(void *logits, int32_t dtype, int64_t stride, i
                                   const xopsaot_tensor *target, int64_t first_row, void *loss, int32_t loss_dtype,
                                   const xopsaot_cross_entropy_options *o, int device, void *stream) {
   if (rows == 0) return XOPSAOT_SUCCESS;
-  const int64_t size = target->dtype == XOPSAOT_INT32 ? 4 : 8;
-  xk_cross_entropy_kernel_args args = {.Logits = logits, .Target = (char *)target->data + first_row * size,
+  xk_cross_entropy_kernel_args args = {.Logits = logits, .Target = (char *)target->data + first_row * xo_dtype_size(target->dtype),
                                        .Loss = loss, .stride_x = rows > 1 ? stride : n, .n_cols = (int32_t)n,
                                        .ignore_index = o->ignore_index, .smoothing = o->label_smoothing,
                                        .n_rows = rows};
@@ -98,8 +97,7 @@ typedef struct {
 
 static xopsaot_status chunk_loss(void *ctx, void *logits, int64_t first, int64_t rows) {
   const chunk_losses *c = ctx;
-  const int64_t elem = c->dtype == XOPSAOT_FLOAT32 ? 4 : 2;
-  void *loss = c->losses ? (void *)(c->losses + first) : (char *)c->out->data + first * elem;
+  void *loss = c->losses ? (void *)(c->losses + first) : (char *)c->out->data + first * xo_dtype_size(c->dtype);
   return launch_rows(logits, c->dtype, c->vocab, rows, c->vocab, c->target, first, loss,
                      c->losses ? XOPSAOT_FLOAT32 : c->dtype, c->options, c->device, c->stream);
 }

@@ -75,7 +75,7 @@ static xopsaot_status check_act(int act, const char *op, const char *name) {
  * product then reads (kernels_src/matmul.py says why not in the product's prologue). */
 static xopsaot_status gated_operand(const xopsaot_tensor *a, const xopsaot_tensor *gate, int gate_act, void *stream,
                                     xopsaot_tensor *gated) {
-  const int64_t m = a->shape[0], k = a->shape[1], elem = a->dtype == XOPSAOT_FLOAT32 ? 4 : 2;
+  const int64_t m = a->shape[0], k = a->shape[1], elem = xo_dtype_size(a->dtype);
   const int64_t shape[2] = {m, k};
   void *workspace = NULL;
   if (m * k) XO_TRY(xo_workspace_alloc(a->device, stream, (uint64_t)(m * k * elem), &workspace));

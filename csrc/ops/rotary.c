@@ -139,7 +139,7 @@ xopsaot_status xopsaot_rotary_qk(const xopsaot_tensor *positions, const xopsaot_
   const char *cache = (const char *)cos_sin_cache->data;
   xk_rotary_kernel_args args = {
       .X = q->data, .Y = q->data, .K = k ? k->data : q->data, .COS = cos_sin_cache->data,
-      .SIN = (void *)(cache + half * (q->dtype == XOPSAOT_FLOAT32 ? 4 : 2)), .OFFSETS = positions->data,
+      .SIN = (void *)(cache + half * xo_dtype_size(q->dtype)), .OFFSETS = positions->data,
       .POSITIONS = positions->data, .CU_SEQLENS = positions->data,
       .heads = (int32_t)heads, .heads_k = (int32_t)heads_k, .half = (int32_t)half, .tail_end = (int32_t)(2 * half),
       .n_pos = cos_sin_cache->shape[0], .offset = 0, .total = 0, .pos_mode = 2, .varlen = 0, .interleaved = is_neox == 0,
