@@ -180,8 +180,8 @@ o = torch.empty_like(q)
 s = q.stride()
 grid = ((1024 + 127) // 128, 16, 1)
 attn_fwd[grid](q, q, q, o, o, o, o, o, o, o, o, s[0], s[1], s[2], s[0], s[1], s[2], s[0], s[1], s[2], s[0], s[1], s[2],
-               0, 0, 0, 0, 0, 0, 0, 1024, 1024, 128, 16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1 << 30, 0, 0,
-               1.4426950408889634 / math.sqrt(128), 0.0, BLOCK_D=128, PAGED=False, SOFTCAP=False, ALIBI=False,
+               0, 0, 0, 0, 0, 0, 0, 1024, 1024, 128, 16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1 << 30, 0, 0, 0,
+               1.4426950408889634 / math.sqrt(128), 0.0, 1.0, BLOCK_D=128, PAGED=False, MODS=False,
                BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
 """
 

@@ -84,12 +84,12 @@ def _attend_block(
     window_left,
     window_right,
     slope_row,
+    has_alibi,
     qk_scale,
     softcap_log2e,
     MASKED: tl.constexpr,
     PAGED: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    ALIBI: tl.constexpr,
+    MODS: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
@@ -113,8 +113,8 @@ def _attend_block(
     k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0)
     if K.dtype.element_ty == tl.uint8:
         k = _from_e4m3(k).to(q.dtype)
-    s = _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, qk_scale, softcap_log2e, MASKED,
-                SOFTCAP, ALIBI)  # fmt: skip
+    s = _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, has_alibi, qk_scale, softcap_log2e,
+                MASKED, MODS)  # fmt: skip
     v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0)
     if V.dtype.element_ty == tl.uint8:
         v = _from_e4m3(v).to(q.dtype)
@@ -122,17 +122,23 @@ def _attend_block(
 
 
 @triton.jit
-def _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, qk_scale, softcap_log2e,
-            MASKED: tl.constexpr, SOFTCAP: tl.constexpr, ALIBI: tl.constexpr):  # fmt: skip
-    """Scores of q against one key block in base-2 units, soft-capped, with ALiBi, masked outside the window."""
+def _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, has_alibi, qk_scale, softcap_log2e,
+            MASKED: tl.constexpr, MODS: tl.constexpr):  # fmt: skip
+    """Scores of q against one key block in base-2 units, masked outside the window. With MODS, soft-capped when
+    softcap_log2e > 0 and with ALiBi when has_alibi: run-time switches in one compiled variant, not one variant per
+    combination (a build-time trim). The switches are not free (8% of soft-capped prefill, 3% of ALiBi's, and
+    10-16% of fp8 decode, measured on an H100 with them in every variant), so plain calls take MODS=False."""
     s = tl.dot(q, tl.trans(k))
-    if SOFTCAP:
-        s = _tanh(s * qk_scale) * softcap_log2e
+    if MODS:
+        if softcap_log2e > 0:
+            s = _tanh(s * qk_scale) * softcap_log2e
+        else:
+            s = s * qk_scale
+        if has_alibi != 0:
+            # -slope * |i + shift - j| in the base-2 units of s (slope_row carries log2(e))
+            s -= slope_row[:, None] * tl.abs(diag[:, None] - cols[None, :]).to(tl.float32)
     else:
         s = s * qk_scale
-    if ALIBI:
-        # -slope * |i + shift - j| in the base-2 units of s (slope_row carries log2(e))
-        s -= slope_row[:, None] * tl.abs(diag[:, None] - cols[None, :]).to(tl.float32)
     if MASKED:
         visible = (cols[None, :] < k_len) & (cols[None, :] >= diag[:, None] - window_left)
         visible = visible & (cols[None, :] <= diag[:, None] + window_right)
@@ -200,13 +206,13 @@ def attn_fwd(
     window_left,
     window_right,
     write_lse,
+    has_alibi,
     qk_scale,
     softcap_log2e,
     v_scale,
     BLOCK_D: tl.constexpr,
     PAGED: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    ALIBI: tl.constexpr,
+    MODS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -250,8 +256,9 @@ def attn_fwd(
     shift = k_len - q_len
     diag = q_pos + shift
     slope_row = tl.zeros([BLOCK_M], dtype=tl.float32)
-    if ALIBI:
-        slope_row = tl.load(AlibiSlopes + batch * stride_ab + head, mask=row_ok, other=0.0) * 1.4426950408889634
+    if MODS:
+        slope_row = tl.load(AlibiSlopes + batch * stride_ab + head, mask=row_ok & (has_alibi != 0), other=0.0)
+        slope_row *= 1.4426950408889634
     # keys some row of the block sees: [begin, end); keys every row sees: [full_lo, full_hi)
     first_diag = start_m // group + shift
     last_diag = tl.minimum((start_m + BLOCK_M - 1) // group, q_len - 1) + shift
@@ -282,14 +289,14 @@ def attn_fwd(
         start_n = tl.where(i < n_lead, lead + i * BLOCK_N, trail + (i - n_lead) * BLOCK_N)
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
-            page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, qk_scale,
-            softcap_log2e, True, PAGED, SOFTCAP, ALIBI, BLOCK_N, BLOCK_D,
+            page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
+            qk_scale, softcap_log2e, True, PAGED, MODS, BLOCK_N, BLOCK_D,
         )  # fmt: skip
     for start_n in range(tl.maximum(u_lo, s_lo), tl.minimum(u_hi, s_hi), BLOCK_N):
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
-            page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, qk_scale,
-            softcap_log2e, False, PAGED, SOFTCAP, ALIBI, BLOCK_N, BLOCK_D,
+            page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
+            qk_scale, softcap_log2e, False, PAGED, MODS, BLOCK_N, BLOCK_D,
         )  # fmt: skip
 
     seen = l_i > 0
@@ -410,7 +417,7 @@ def attn_fwd_tma(
         start_n = tl.where(i < n_lead, begin + i * BLOCK_N, u_hi + (i - n_lead) * BLOCK_N)
         cols = start_n + tl.arange(0, BLOCK_N)
         k = desc_k.load([k_row + start_n, head_k * BLOCK_D])
-        s = _scores(q, k, cols, k_len, diag, window_left, window_right, zeros, 1.0, 0.0, True, False, False)
+        s = _scores(q, k, cols, k_len, diag, window_left, window_right, zeros, 0, 1.0, 0.0, True, False)
         # rows past this sequence belong to the next one: their scores are masked, their values zeroed
         v = desc_v.load([k_row + start_n, head_k * BLOCK_D])
         v = tl.where(cols[:, None] < k_len, v, 0.0)
@@ -549,7 +556,7 @@ TUNING = json.loads((Path(__file__).with_name("attention_tuning.json")).read_tex
 def cache_dtypes_match(keys) -> bool:
     """Keys and values are q's dtype, or an fp8 cache: flash_attn_with_kvcache only, which has no ALiBi, and
     without softcap (not compiled, to keep the build's time and size in bounds)."""
-    return keys["KV"] == keys["T"] or (keys["KV"] == "e4m3" and not keys.get("ALIBI") and not keys.get("SOFTCAP"))
+    return keys["KV"] == keys["T"] or (keys["KV"] == "e4m3" and not keys.get("MODS"))
 
 
 def bucket_configs(bucket, when: str, with_alternates: bool) -> list[Config]:
@@ -564,21 +571,16 @@ def bucket_configs(bucket, when: str, with_alternates: bool) -> list[Config]:
 
 def attention_configs(target: Target, keys) -> list[Config]:
     """The table's configs for this target and tile width, in bucket order: each bucket but the last gets a
-    predicate on rows = seqlen_q * group, so the C dispatch takes the first bucket that bounds the call. ALiBi is
-    not offered with a paged cache (flash_attn_with_kvcache has no alibi_slopes), so that combination compiles
-    nothing; and ALiBi, used by flash_attn and flash_attn_varlen for prefill, gets the last (prefill) bucket only,
-    which serves any rows (a build-time trim: 48 variants). Alternates are compiled for the plain variants (16-bit
-    keys, no softcap or ALiBi) only."""
-    if (keys["PAGED"] and keys["ALIBI"]) or not cache_dtypes_match(keys):
+    predicate on rows = seqlen_q * group, so the C dispatch takes the first bucket that bounds the call.
+    Alternates are compiled for the plain variants only (16-bit keys, MODS off)."""
+    if not cache_dtypes_match(keys):
         return []
     configs = []
     tiles = TUNING[str(target.arch)]["tiles"]
     name = f"{keys['BLOCK_D']}/paged" if keys["PAGED"] and f"{keys['BLOCK_D']}/paged" in tiles else str(keys["BLOCK_D"])
-    plain = keys["KV"] == keys["T"] and not keys["SOFTCAP"] and not keys["ALIBI"]
-    buckets = tiles[name][-1:] if keys["ALIBI"] else tiles[name]
-    for bucket in buckets:
+    for bucket in tiles[name]:
         when = "" if bucket["max_rows"] is None else f"seqlen_q * group <= {int(bucket['max_rows'])}"
-        configs += bucket_configs(bucket, when, plain)
+        configs += bucket_configs(bucket, when, keys["KV"] == keys["T"] and not keys["MODS"])
     return configs
 
 
@@ -632,6 +634,7 @@ KERNELS = [
             i32("window_left"),
             i32("window_right"),
             i32("write_lse"),
+            i32("has_alibi"),
             f32("qk_scale"),
             f32("softcap_log2e"),
             f32("v_scale"),
@@ -641,8 +644,7 @@ KERNELS = [
             "KV": ["fp16", "bf16", "e4m3"],
             "BLOCK_D": [64, 128, 256],
             "PAGED": [False, True],
-            "SOFTCAP": [False, True],
-            "ALIBI": [False, True],
+            "MODS": [False, True],
         },
         grid_args=[i32("batch"), i32("heads_k")],
         grid=["cdiv(seqlen_q * group, BLOCK_M)", "heads_k * num_splits", "batch"],

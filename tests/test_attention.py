@@ -221,6 +221,7 @@ KV_CASES = {  # seqlen_q, new tokens, options
     "decode_append": (1, 1, {}),
     "chunk_append_causal": (40, 40, {"causal": True}),
     "split3": (1, 0, {"num_splits": 3}),
+    "split70": (1, 0, {"num_splits": 70}),  # the combine's chunks of splits (16 to 64 per step), most slices empty
     "softcap_window": (1, 0, {"softcap": 4.0, "window_size": (50, 0)}),
     "chunk_softcap": (40, 0, {"softcap": 4.0, "causal": True}),
 }

@@ -122,7 +122,7 @@ def decode(params: list[int], kernel: str) -> list:
     return values
 
 
-A, B, C = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000
+A, B, C, D = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000, 0x7F0000300000
 
 
 @needs_sm90
@@ -312,18 +312,22 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
     r = scenario(
         fake_driver,
         f"""
-        fake.fake_cuda_expect_params(51)
+        fake.fake_cuda_expect_params(52)
         q = tensor((2, 300, 8, 128), ptr={A})
         k = tensor((2, 77, 2, 128), ptr={B}, strides=(2 * 77 * 128, 128, 77 * 128, 1))  # heads-major: no TMA path
         out = tensor((2, 300, 8, 128), ptr={C})
         _library.call("xopsaot_flash_attn", (q, k, k, out, None, None), options(0.125, causal=1), 0)
-        emit(launch=launches()[0], count=len(launches()))
+        slopes = tensor((8,), "float32", ptr={D})
+        capped = options(0.125, causal=1)
+        capped.softcap = 2.0
+        _library.call("xopsaot_flash_attn", (q, k, k, out, None, slopes), capped, 0)
+        emit(launch=launches()[0], mods=launches()[1], count=len(launches()))
     """,
     )
     launch = r["launch"]
     variant = launch["variant"]
-    assert r["count"] == 1  # 2 x 2 key heads x 10 query blocks fill the GPU: no split-KV
-    assert variant["keys"] == {"BLOCK_D": 128, "PAGED": False, "SOFTCAP": False, "ALIBI": False}
+    assert r["count"] == 2  # 2 x 2 key heads x 10 query blocks fill the GPU: no split-KV
+    assert variant["keys"] == {"BLOCK_D": 128, "PAGED": False, "MODS": False}
     assert launch["grid"] == [-(-300 * 4 // variant["constexprs"]["BLOCK_M"]), 2, 2]  # GQA rows packed per key head
     assert launch["smem"] == variant["shared"] > 48 * 1024  # needed the per-device opt-in
     p = decode(launch["params"], "attn_fwd")
@@ -333,10 +337,17 @@ def test_flash_attn_arguments_and_shared_memory(fake_driver):
     assert p[17:20] == p[14:17] and p[20:23] == p[11:14]
     # seqlen_q, seqlen_k, head_dim, heads, group, num_splits, then no varlen/seqused/new keys/pages
     assert p[30:36] == [300, 77, 128, 8, 4, 1] and p[36:43] == [0] * 7
-    assert p[43:46] == [1 << 30, 0, 0]  # window: unlimited left, causal right; no lse
-    assert abs(p[46] - 0.125 * 1.4426950408889634) < 1e-6 and p[47] == 0  # softmax_scale * log2(e); no softcap
-    assert p[48] == 1.0  # v_scale: 16-bit keys and values
-    assert p[49:51] == [0, 0]  # hidden scratch arguments
+    assert p[43:47] == [1 << 30, 0, 0, 0]  # window: unlimited left, causal right; no lse, no ALiBi
+    assert abs(p[47] - 0.125 * 1.4426950408889634) < 1e-6 and p[48] == 0  # softmax_scale * log2(e); no softcap
+    assert p[49] == 1.0  # v_scale: 16-bit keys and values
+    assert p[50:52] == [0, 0]  # hidden scratch arguments
+    # softcap and ALiBi: run-time arguments of the MODS variant of the same config
+    mods = r["mods"]["variant"]
+    assert mods["keys"] == {**variant["keys"], "MODS": True}
+    assert mods["constexprs"] == {**variant["constexprs"], "MODS": True}
+    m = decode(r["mods"]["params"], "attn_fwd")
+    assert m[10] == D and m[46] == 1  # the slopes, has_alibi
+    assert abs(m[47] - 0.125 / 2.0) < 1e-7 and abs(m[48] - 2.0 * 1.4426950408889634) < 1e-6  # scale / cap, cap log2e
 
 
 GEMM_PRELUDE = """
@@ -511,7 +522,7 @@ def test_variants_must_fit_the_shared_memory(fake_driver, optin):
     )
     variants = [v for v in _library.manifest()["variants"] if v["arch"] == "sm_90a" and v["alternate_of"] is None]
     assert r["preload"] is None and r["loads"] == sum(v["shared"] <= optin for v in variants)
-    keys = {"BLOCK_D": 128, "PAGED": False, "SOFTCAP": False, "ALIBI": False}
+    keys = {"BLOCK_D": 128, "PAGED": False, "MODS": False}
     sm90 = [  # the variants that could serve this call (64 rows: not the decode config)
         v
         for v in variants
@@ -688,7 +699,7 @@ def decode_bucket():
     for v in MANIFEST["variants"]:
         if (v["kernel"] == "attn_fwd" and v["arch"] == "sm_90a" and v["when"] and v["alternate_of"] is None
                 and v["dtypes"] == {"T": "float16", "KV": "float16"}
-                and v["keys"] == {"BLOCK_D": 128, "PAGED": False, "SOFTCAP": False, "ALIBI": False}):
+                and v["keys"] == {"BLOCK_D": 128, "PAGED": False, "MODS": False}):
             return v, [w for w in MANIFEST["variants"] if w["alternate_of"] == v["index"]]
 primary, alternates = decode_bucket()
 def decode_step(stream=0):

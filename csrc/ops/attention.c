@@ -259,14 +259,15 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
       .seqlen_k_new = (int32_t)p->seqlen_k_new,
       .page_size = (int32_t)p->page_size, .n_pages = (int32_t)p->n_pages, .max_pages = (int32_t)p->max_pages,
       .window_left = window_left, .window_right = window_right,
-      .write_lse = p->lse != NULL,
+      .write_lse = p->lse != NULL, .has_alibi = p->alibi != NULL,
       .qk_scale = (softcap ? o->softmax_scale / o->softcap : o->softmax_scale * log2e) *
                   (fp8 ? k_scale * fp8_unit : 1.0f),
       .softcap_log2e = softcap ? o->softcap * log2e : 0.0f,
       .v_scale = fp8 ? v_scale * fp8_unit : 1.0f,
       .batch = (int32_t)p->batch, .heads_k = (int32_t)p->heads_k,
   };
-  xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap, p->alibi != NULL};
+  /* softcap and ALiBi are run-time switches of the MODS variants; plain calls take the variants without them */
+  xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap || p->alibi != NULL};
   xopsaot_status st = xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
   if (!st && splits > 1) {
     xk_attn_combine_args c = {
