@@ -179,6 +179,10 @@ def test_loss_bad_input(rng, where):
         xopsaot.linear_cross_entropy(x, arr(rng, (10, 10), "float32", where), t, chunk_rows=-1)
     with pytest.raises(TypeError, match=r"linear_cross_entropy: weight.dtype is float16 but x.dtype is float32"):
         xopsaot.linear_cross_entropy(x, arr(rng, (10, 10), "float16", where), t)
+    with pytest.raises(ValueError, match=r"linear_cross_entropy: bias must have shape \(10,\), got \(9,\)"):
+        xopsaot.linear_cross_entropy(x, arr(rng, (10, 10), "float32", where), t, bias=arr(rng, (9,), "float32", where))
+    with pytest.raises(ValueError, match=r"linear_cross_entropy: weight has 0 rows \(an empty vocabulary\)"):
+        xopsaot.linear_cross_entropy(x, arr(rng, (0, 10), "float32", where), t)
 
 
 @pytest.mark.gpu

@@ -219,6 +219,10 @@ def test_sample_bad_input(rng, where):
         xopsaot.sample(x, seed=2**63)
     with pytest.raises(ValueError, match=r"linear_sample: weight has shape \(10, 6\) but the input has 10"):
         xopsaot.linear_sample(x, on(where, np.ones((10, 6), np.float32)))
+    with pytest.raises(ValueError, match=r"linear_sample: bias must have shape \(10,\), got \(9,\)"):
+        xopsaot.linear_sample(x, on(where, np.ones((10, 10), np.float32)), on(where, np.ones(9, np.float32)))
+    with pytest.raises(ValueError, match=r"linear_sample: weight has 0 rows \(an empty vocabulary\)"):
+        xopsaot.linear_sample(x, on(where, np.ones((0, 10), np.float32)))
 
 
 @pytest.mark.gpu

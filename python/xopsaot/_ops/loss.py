@@ -13,7 +13,7 @@ from .._arrays import View, round_float32
 from .._call import Call, resolve
 from .._library import CrossEntropyOptions
 from .._registry import register
-from .matmul import _check_weight, _rows
+from .matmul import _check_lm_head, _k_contiguous, _rows
 from .softmax import softmax_family_reference
 
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}  # the C header's xopsaot_reduction
@@ -146,16 +146,10 @@ def linear_cross_entropy(
     reduced; peak extra memory is one chunk of logits plus a float32 loss per row."""
     op = "linear_cross_entropy"
     call, (vx, vw, vt, vb) = resolve(op, backend, ("x", "weight", "target", "bias"), (x, weight, target, bias))
-    check.dtype(op, "x", vx, check.FLOATS)
-    check.same_dtype(op, ("x", vx), ("weight", vw), ("bias", vb))
-    hidden, vocab = vx.shape[-1], _check_weight(op, call, vx, vw)
-    if vb is not None and vb.shape != (vocab,):
-        raise ValueError(f"{op}: bias must have shape ({vocab},), got {check.shape_text(vb.shape)}")
+    hidden, vocab = _check_lm_head(op, call, vx, vw, vb)
     _check_target(op, vt, vx.shape[:-1])
     options = _options(op, ignore_index, reduction, label_smoothing)
     chunk_rows = check.integer(op, "chunk_rows", chunk_rows, minimum=0)
-    if vocab == 0:
-        raise ValueError(f"{op}: weight has 0 rows (an empty vocabulary)")
     host_target = _validated(op, call, vt, vocab, options, validate)
     if not call.on_gpu:
         host = call.host
@@ -176,8 +170,7 @@ def linear_cross_entropy(
         loss = np.concatenate(losses) if losses else np.zeros(0, np.float32)
         return call.result(reduce_reference(loss, t, options.ignore_index, reduction, vx.shape[:-1]), vx.dtype)
     xr = _rows(call, vx)
-    vw = vw if vw.strides[1] == 1 or hidden <= 1 else call.contiguous(vw)
     vt = call.contiguous(vt)
     out = call.empty(vx.shape[:-1] if reduction == "none" else (), vx.dtype)
-    call.launch("xopsaot_linear_cross_entropy", (xr, vw, vb, vt, out), options, chunk_rows)
+    call.launch("xopsaot_linear_cross_entropy", (xr, _k_contiguous(call, vw), vb, vt, out), options, chunk_rows)
     return out.obj

@@ -190,6 +190,11 @@ def addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1, alpha: float = 1
     return out.obj
 
 
+def _k_contiguous(call: Call, weight: View) -> View:
+    """weight (n, k) with unit stride along k, as the kernels read it (copied if not)."""
+    return weight if weight.strides[1] == 1 or weight.shape[1] <= 1 else call.contiguous(weight)
+
+
 def _weight_t(op: str, call: Call, weight: View, k: int) -> View:
     """weight (n, k) as the (k, n) operand, contiguous along k."""
     check.ndim(op, "weight", weight, (2,))
@@ -198,28 +203,39 @@ def _weight_t(op: str, call: Call, weight: View, k: int) -> View:
             f"{op}: weight has shape {check.shape_text(weight.shape)} but the input has {k} features; weight must "
             f"be (out_features, {k})"
         )
-    if weight.strides[1] != 1 and k > 1:
-        weight = call.contiguous(weight)
+    weight = _k_contiguous(call, weight)
     return weight._replace(shape=(k, weight.shape[0]), strides=(weight.strides[1], weight.strides[0]))
 
 
-def _check_weight(op: str, call: Call, x: View, weight: View) -> int:
-    """x (..., k) and weight (n, k) of an F.linear-like op: the output features n."""
+def _check_weight(op: str, call: Call, x: View, weight: View, bias: Optional[View] = None) -> int:
+    """x (..., k), weight (n, k) and bias (n,) of an F.linear-like op: the output features n."""
     if x.ndim < 1:
         raise ValueError(f"{op}: x must have at least 1 dim, got a scalar")
     check.ndim(op, "weight", weight, (2,))
     if weight.shape[1] != x.shape[-1]:
         _weight_t(op, call, weight, x.shape[-1])  # raises
-    return weight.shape[0]
+    n = weight.shape[0]
+    if bias is not None and bias.shape != (n,):
+        raise ValueError(f"{op}: bias must have shape ({n},), got {check.shape_text(bias.shape)}")
+    return n
+
+
+def _check_lm_head(op: str, call: Call, x: View, weight: View, bias: Optional[View]) -> tuple[int, int]:
+    """The LM-head ops' operands (linear_cross_entropy, linear_sample), as csrc/ops/lm_head.c checks them: x
+    (..., hidden) floating, weight (vocab, hidden) with vocab > 0 and bias (vocab,) of x's dtype -> (hidden, vocab)."""
+    check.dtype(op, "x", x, check.FLOATS)
+    check.same_dtype(op, ("x", x), ("weight", weight), ("bias", bias))
+    vocab = _check_weight(op, call, x, weight, bias)
+    if vocab == 0:
+        raise ValueError(f"{op}: weight has 0 rows (an empty vocabulary)")
+    return x.shape[-1], vocab
 
 
 def _fused_linear(
     op: str, call: Call, x: View, gate: Optional[View], weight: View, bias, residual, act: str, gate_act: str
 ) -> Any:
     """act(x' @ weight.T + bias) + residual, x' = gate_act(x) * gate when gated (linear and gate_linear)."""
-    shape = x.shape[:-1] + (_check_weight(op, call, x, weight),)
-    if bias is not None and bias.shape != shape[-1:]:
-        raise ValueError(f"{op}: bias must have shape ({shape[-1]},), got {check.shape_text(bias.shape)}")
+    shape = x.shape[:-1] + (_check_weight(op, call, x, weight, bias),)
     if residual is not None and residual.shape != shape:
         raise ValueError(
             f"{op}: residual must have the output's shape {check.shape_text(shape)}, got "

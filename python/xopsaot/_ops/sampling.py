@@ -16,7 +16,7 @@ from .._arrays import View, round_float32
 from .._call import Call, resolve
 from .._library import SampleOptions
 from .._registry import register
-from .matmul import _check_weight, _rows
+from .matmul import _check_lm_head, _k_contiguous, _rows
 
 
 def _gumbel(first: int, rows: int, n: int, seed: int, offset: int) -> np.ndarray:
@@ -126,22 +126,17 @@ def _sample(
         return np.full(rows, value, dtype) if view is None else call.host(view).reshape(-1).astype(dtype)
 
     checked = not call.on_gpu or (check.boolean(op, "validate", validate) and call.can_read_back())
-    if checked and any(v is not None for v in views):
-        _check_rows(
-            op,
+    per_row_arrays = checked and any(v is not None for v in views)
+    if per_row_arrays or not call.on_gpu:
+        host_rows = (
             per_row(temperature, views[0], np.float32),
             per_row(top_k, views[1], np.int64),
             per_row(top_p, views[2], np.float32),
         )
+        if per_row_arrays:
+            _check_rows(op, *host_rows)
     if not call.on_gpu:
-        tokens = sample_reference(
-            logits_on_host(),
-            per_row(temperature, views[0], np.float32),
-            per_row(top_k, views[1], np.int64),
-            per_row(top_p, views[2], np.float32),
-            seed,
-            offset,
-        )
+        tokens = sample_reference(logits_on_host(), *host_rows, seed, offset)
         return call.result(tokens.reshape(rows_shape), "int64")
     fw = call.framework
     converted = [
@@ -230,13 +225,7 @@ def linear_sample(
     call, (vx, vw, vb, *views) = resolve(
         op, backend, ("x", "weight", "bias", "temperature", "top_k", "top_p"), (x, weight, bias, *arrays)
     )
-    check.dtype(op, "x", vx, check.FLOATS)
-    check.same_dtype(op, ("x", vx), ("weight", vw), ("bias", vb))
-    hidden, vocab = vx.shape[-1], _check_weight(op, call, vx, vw)
-    if vocab == 0:
-        raise ValueError(f"{op}: weight has 0 rows (an empty vocabulary)")
-    if vb is not None and vb.shape != (vocab,):
-        raise ValueError(f"{op}: bias must have shape ({vocab},), got {check.shape_text(vb.shape)}")
+    hidden, vocab = _check_lm_head(op, call, vx, vw, vb)
 
     def logits_on_host():
         host = call.host
@@ -245,8 +234,7 @@ def linear_sample(
         return round_float32(logits, vx.dtype)  # as the GPU's chunk stores them
 
     def launch(per_row, out, options):
-        w = vw if vw.strides[1] == 1 or hidden <= 1 else call.contiguous(vw)
-        call.launch("xopsaot_linear_sample", (_rows(call, vx), w, vb, *per_row, out), options)
+        call.launch("xopsaot_linear_sample", (_rows(call, vx), _k_contiguous(call, vw), vb, *per_row, out), options)
 
     return _sample(
         op,
