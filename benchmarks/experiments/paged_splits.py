@@ -1,0 +1,45 @@
+"""Decode through the shipped library against a forced num_splits, contiguous and paged (16, 128; shuffled tables)
+caches, GQA 32:8, head dim 128, bf16, CUDA graphs: TB/s of KV read.
+
+    python3 benchmarks/experiments/paged_splits.py
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from attention import graph_ms, paged_view  # noqa: E402
+from run import warm_up_gpu  # noqa: E402
+
+import xopsaot  # noqa: E402
+
+SHAPES = ((1, 32768, (0, 8, 12, 16, 20, 24, 33, 48)), (16, 4096, (0, 1, 2, 3)), (4, 8192, (0, 4, 6, 8, 12)))
+
+
+def main() -> None:
+    warm_up_gpu(1.0)
+    heads, heads_k, dim = 32, 8, 128
+    for batch, context, split_counts in SHAPES:
+        q = torch.randn(batch, 1, heads, dim, device="cuda", dtype=torch.bfloat16)
+        kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+        nbytes = 2 * kc.numel() * kc.element_size()
+        layouts = {"contiguous": (kc, vc, None)}
+        for page in (16, 128):
+            kp, table = paged_view(kc, page)
+            vp = torch.empty_like(kp)
+            vp[table.view(-1).long()] = vc.reshape(-1, page, heads_k, dim)
+            layouts[f"paged{page}"] = (kp, vp, table)
+        for name, (k, v, table) in layouts.items():
+            line = []
+            for splits in split_counts:
+                options = {"cache_seqlens": lengths, "block_table": table, "num_splits": splits, "validate": False}
+                ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options))
+                line.append(f"{splits or 'auto'}:{nbytes / ms / 1e9:.2f}")
+            print(f"b{batch}x{context} {name}: " + " ".join(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
