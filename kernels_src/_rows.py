@@ -9,11 +9,11 @@ ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 8), (8192, 16)]  # (BLOCK_N, num_warps
 LOOP_BLOCK = 4096
 
 
-def row_configs(length: str = "n_cols") -> list[Config]:
-    """`length` names the kernel's integer argument holding the row length."""
+def row_configs(length: str = "n_cols", blocks: list[tuple[int, int]] = ROW_BLOCKS) -> list[Config]:
+    """`length` names the kernel's integer argument holding the row length; `blocks` the (BLOCK_N, num_warps) pairs
+    of the rows held whole."""
     configs = [
-        Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"{length} <= {b}", fallback=False)
-        for b, w in ROW_BLOCKS
+        Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"{length} <= {b}", fallback=False) for b, w in blocks
     ]
     configs.append(Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8))
     return configs

@@ -149,7 +149,9 @@ def group_norm_kernel(
     LOOP: tl.constexpr,
 ):
     """x and y contiguous (N, C, *spatial): the program's group is n_elems = channels_per_group * spatial
-    consecutive elements."""
+    consecutive elements, fewer than 2**31, so an element's channel is a 32-bit division (a 64-bit one per element
+    ran at a third of the bandwidth). A longer group takes two passes: sums of x - x[0] and of its squares (the
+    shift keeps the variance's subtraction exact enough when the mean is far from 0), then the normalized write."""
     row = tl.program_id(0).to(tl.int64)
     first_channel = (tl.program_id(0) % groups) * channels_per_group
     X += row * n_elems
@@ -162,23 +164,24 @@ def group_norm_kernel(
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_elems + eps)
         _store_group(Y, W, B, cols, mask, x * rstd, first_channel + cols // spatial, has_weight, has_bias)
     else:
+        shift = tl.load(X).to(tl.float32)
         sums = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for start in range(0, n_elems, BLOCK_N):
-            c = start + cols
-            sums += tl.load(X + c, mask=c < n_elems, other=0.0).to(tl.float32)
-        mean = tl.sum(sums, axis=0) / n_elems
         squares = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for start in range(0, n_elems, BLOCK_N):
+        for start in range(0, n_elems.to(tl.int32), BLOCK_N):
             c = start + cols
             mask = c < n_elems
-            x = tl.where(mask, tl.load(X + c, mask=mask, other=0.0).to(tl.float32) - mean, 0.0)
-            squares += x * x
-        rstd = tl.rsqrt(tl.sum(squares, axis=0) / n_elems + eps)
-        for start in range(0, n_elems, BLOCK_N):
+            d = tl.where(mask, tl.load(X + c, mask=mask, other=0.0).to(tl.float32) - shift, 0.0)
+            sums += d
+            squares += d * d
+        mean_shifted = tl.sum(sums, axis=0) / n_elems
+        var = tl.maximum(tl.sum(squares, axis=0) / n_elems - mean_shifted * mean_shifted, 0.0)
+        rstd = tl.rsqrt(var + eps)
+        for start in range(0, n_elems.to(tl.int32), BLOCK_N):
             c = start + cols
             mask = c < n_elems
             x = tl.load(X + c, mask=mask, other=0.0).to(tl.float32)
-            _store_group(Y, W, B, c, mask, (x - mean) * rstd, first_channel + c // spatial, has_weight, has_bias)
+            x_hat = (x - shift - mean_shifted) * rstd  # x - shift is exact; the mean itself may round
+            _store_group(Y, W, B, c, mask, x_hat, first_channel + c // spatial, has_weight, has_bias)
 
 
 def row_norm_configs(target, keys):
@@ -226,9 +229,9 @@ KERNELS = [
             ptr("B", "T"),
             ptr("Y", "T"),
             i64("n_elems", aligned=True),
-            i64("spatial"),
-            i64("channels_per_group"),
-            i64("groups"),
+            i32("spatial"),
+            i32("channels_per_group"),
+            i32("groups"),
             f32("eps"),
             i32("has_weight"),
             i32("has_bias"),

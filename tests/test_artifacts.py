@@ -24,7 +24,7 @@ PROMISED = {
     "dropout": ("dropout_kernel", ["float16", "bfloat16", "float32"], {}),
     "scan": ("scan_kernel", ["float16", "bfloat16", "float32", "int32", "int64", "bool"], {}),
     "group_norm": ("group_norm_kernel", ["float16", "bfloat16", "float32"], {}),
-    "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {}),
+    "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {"LSE": [False, True]}),
     "rotary": ("rotary_kernel", ["float16", "bfloat16", "float32"], {}),
     "lrpe_cosine": ("lrpe_cosine_kernel", ["float16", "bfloat16", "float32"], {}),
     "matmul": (

@@ -806,6 +806,32 @@ def test_rotary_launches(fake_driver):
     assert "out is x with other strides" in r["strides"][1]
 
 
+def test_row_reduction_launches(fake_driver):
+    """logsumexp takes the LSE variants with an output stride of 0, so the variants hinted for aligned rows apply
+    (a stride of 1 sent every row to the unhinted looping one); group_norm's channel arithmetic is 32-bit."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(16)
+        x = tensor((4, 4096), "bfloat16", {A})
+        _library.call("xopsaot_softmax_family", (x, tensor((4,), "bfloat16", {B})), 2, 0)
+        _library.call("xopsaot_softmax_family", (x, tensor((4, 4096), "bfloat16", {B})), 0, 0)
+        w = tensor((64,), "bfloat16", {C})
+        _library.call("xopsaot_group_norm", (tensor((2, 64, 16, 16), "bfloat16", {A}), w, None,
+                                             tensor((2, 64, 16, 16), "bfloat16", {B})), 32, 1e-5, 0)
+        emit(launches=launches())
+    """,
+    )
+    lse, soft, group = r["launches"]
+    assert lse["variant"]["keys"] == {"LSE": True} and soft["variant"]["keys"] == {"LSE": False}
+    assert lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and not lse["variant"]["constexprs"]["LOOP"]
+    assert "stride_y" in lse["variant"]["aligned_args"] and lse["block"] == [128, 1, 1]  # 4 warps
+    assert decode(lse["params"], "softmax_kernel")[2:6] == [4096, 0, 4096, 2]
+    g = decode(group["params"], "group_norm_kernel")
+    assert group["grid"] == [64, 1, 1] and g[:4] == [A, C, A, B]  # no bias: B carries x's pointer
+    assert g[4:8] == [512, 256, 2, 32] and g[9:11] == [1, 0]
+
+
 # ---- argument validation in the C layer: no driver needed ----
 
 
@@ -966,6 +992,17 @@ def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
         (
             lambda: raw_call("xopsaot_softmax", descriptor((4, 8), strides=(8, 2)), descriptor((4, 8))),
             "x must be contiguous in its last dim",
+        ),
+        (
+            lambda: raw_call(
+                "xopsaot_group_norm",
+                descriptor((1, 2, 2**31)),
+                None,
+                None,
+                descriptor((1, 2, 2**31)),
+                scalars=(1, 1e-5, None),
+            ),  # fmt: skip
+            "group_norm: a group holds 4294967296 elements of 2 channels; at most 2147483647 of each are supported",
         ),
     ],
 )

@@ -150,6 +150,19 @@ def test_group_norm(request, rng, where, affine):
     assert_close(host(xopsaot.group_norm(x, 4)), group_norm64(x, 4), "float32", "non-contiguous")
 
 
+@pytest.mark.parametrize("where", PATHS)
+def test_group_norm_far_from_zero(request, rng, where):
+    """A mean 100 times the spread: the variance must not come from a difference of large sums (the looping kernel
+    sums x - x[0]; without the shift the float32 sums lose the variance's last three digits)."""
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    for shape, groups in (((2, 8, 10_000), 2), ((2, 32, 8, 8), 8)):
+        x = arr(rng, shape, "float32", where) + 100.0
+        y = xopsaot.group_norm(x, groups)
+        ran(where)
+        assert_close(host(y), group_norm64(x, groups, None, None, 1e-5), "float32", f"{shape} / {groups}")
+
+
 @pytest.mark.gpu
 def test_norms_leave_inputs_alone(rng):
     """No norm writes its inputs (residual_out is a new tensor)."""

@@ -11,9 +11,11 @@ from arrays import on_path as arr
 from reference64 import assert_close, f64
 
 import xopsaot
+from xopsaot import _library
 
 PATHS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 DTYPES = ["float16", "bfloat16", "float32"]
+GPU_USED: set[int] = set()
 
 
 def family64(x, dim, kind, keepdim=False):
@@ -34,11 +36,14 @@ def test_softmax_family(request, rng, where, kind):
         request.getfixturevalue("poison")
     op = getattr(xopsaot, kind)
     cases = [((1,), 0), ((3, 17), -1), ((2, 8193), 1), ((4, 100_003), 1), ((6, 5, 7), 1), ((2, 9), 0), ((5, 4096), 1)]
+    cases += [((3, 160), 1), ((3, 1008), 1), ((2, 5008), 1), ((2, 8208), 1)]  # aligned rows: each block's variant
     for dtype in DTYPES:
         for shape, dim in cases:
             x = arr(rng, shape, dtype, where, scale=3.0)
             for keepdim in (False, True) if kind == "logsumexp" else (False,):
                 out = op(x, dim, keepdim=keepdim) if kind == "logsumexp" else op(x, dim=dim)
+                if where == "gpu":
+                    GPU_USED.add(_library.last_variant())
                 ref = family64(x, dim % len(shape), kind, keepdim)
                 assert out.shape == ref.shape and out.dtype == x.dtype, (kind, shape, dim, keepdim)
                 # log-domain results near 0 are compared in absolute terms (floor 1)
@@ -73,3 +78,12 @@ def test_softmax_family_bad_input(rng, where):
         xopsaot.log_softmax(x, 1.5)
     with pytest.raises(TypeError, match="logsumexp: keepdim must be a bool, got 'yes'"):
         xopsaot.logsumexp(x, 1, keepdim="yes")
+
+
+@pytest.mark.gpu
+def test_every_softmax_variant_was_checked():
+    """After the tests above (file order): each softmax_kernel variant compiled for this GPU ran."""
+    from arrays import unexercised
+
+    missing = unexercised({"softmax_kernel"}, GPU_USED)
+    assert not missing, f"softmax variants never exercised: {missing}"

@@ -20,7 +20,7 @@ xopsaot_status xopsaot_activation(const xopsaot_tensor *x, const xopsaot_tensor 
   XO_TRY(xo_require_key(&xk_activation_kernel, XK_ACTIVATION_KERNEL_KEY_T, x->dtype, "activation: dtype"));
   if (xo_numel(x) == 0) return XOPSAOT_SUCCESS;
   xk_activation_kernel_args args = {.X = x->data, .Y = out->data, .n = xo_numel(x), .act = act};
-  xk_activation_kernel_keys keys = {x->dtype};
+  xk_activation_kernel_keys keys = {x->dtype, act == XOPSAOT_ACT_GELU};
   return xo_launch(&xk_activation_kernel, &keys.T, &args, x->device, stream);
 }
 

@@ -101,9 +101,13 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
   const int64_t numel = xo_numel(x), rows = x->shape[0] * num_groups;
   if (numel == 0) return XOPSAOT_SUCCESS;
   const int64_t per_group = numel / rows, spatial = numel / (x->shape[0] * channels);
+  if (per_group > INT32_MAX || channels > INT32_MAX) /* the kernel's channel arithmetic is 32-bit */
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: a group holds %lld elements of %lld channels; at most "
+                   "%d of each are supported", (long long)per_group, (long long)channels, INT32_MAX);
   xk_group_norm_kernel_args args = {
       .X = x->data, .W = weight ? weight->data : x->data, .B = bias ? bias->data : x->data, .Y = out->data,
-      .n_elems = per_group, .spatial = spatial, .channels_per_group = channels / num_groups, .groups = num_groups,
+      .n_elems = per_group, .spatial = (int32_t)spatial, .channels_per_group = (int32_t)(channels / num_groups),
+      .groups = (int32_t)num_groups,
       .eps = eps, .has_weight = weight != NULL, .has_bias = bias != NULL, .n_rows = rows};
   xk_group_norm_kernel_keys keys = {x->dtype};
   return xo_launch(&xk_group_norm_kernel, &keys.T, &args, x->device, stream);

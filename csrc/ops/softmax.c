@@ -23,7 +23,7 @@ xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_ten
       return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "logsumexp: out must be contiguous, of x's shape with its last "
                      "dim dropped or 1");
     rows = xo_numel(out); /* also when n == 0: every row's logsumexp is then -inf */
-    stride_y = 1;
+    stride_y = 0;         /* the LSE variants write row by row; 0 keeps the aligned variants (1 would not be) */
   } else {
     XO_TRY(xo_check_same_shape(x, out, op, "x", "out"));
     if (xo_numel(x) == 0) return XOPSAOT_SUCCESS;
@@ -34,7 +34,7 @@ xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_ten
   if (rows == 0) return XOPSAOT_SUCCESS;
   xk_softmax_kernel_args args = {.X = x->data, .Y = out->data, .stride_x = stride_x, .stride_y = stride_y,
                                  .n_cols = (int32_t)n, .mode = kind, .n_rows = rows};
-  xk_softmax_kernel_keys keys = {x->dtype};
+  xk_softmax_kernel_keys keys = {x->dtype, kind == XOPSAOT_LOGSUMEXP};
   return xo_launch(&xk_softmax_kernel, &keys.T, &args, x->device, stream);
 }
 
