@@ -19,6 +19,7 @@ FLOATS = ["float16", "bfloat16", "float32"]
 GPU_USED: set[int] = set()
 # shape, dim: last, middle (small and wide inner), first, a long row past several blocks
 CASES = [((1,), 0), ((17,), -1), ((3, 1000), -1), ((3, 1000), 0), ((5, 7, 3), 1), ((2, 70, 96), 1), ((100_003,), 0)]
+CASES += [((2, 2048), -1), ((2, 2049), -1), ((32, 5), 0)]  # the row block and one past it; an aligned column
 
 
 def ran(where):
@@ -118,6 +119,13 @@ def test_logcumsumexp(request, rng, where):
     got = host(xopsaot.logcumsumexp(xx, 1))
     assert np.all(got[:, :300] == -np.inf)
     assert_close(got[:, 300:], logcumsumexp64(x[:, 300:].astype(np.float64), 1), "float32", "-inf run", floor=1.0)
+    # values far below a later maximum (a shift by the block's max would flush them to 0), across a block edge
+    x = rng.standard_normal((2, 3000)).astype(np.float32)
+    x[:, :2500] -= 1000.0
+    x[:, 2040:2060] += 2000.0
+    xx = x if where == "cpu" else torch_or_skip().from_numpy(x).cuda()
+    got = host(xopsaot.logcumsumexp(xx, 1))
+    assert_close(got, np.logaddexp.accumulate(x.astype(np.float64), axis=1), "float32", "wide range", floor=1.0)
 
 
 @pytest.mark.parametrize("where", PATHS)
