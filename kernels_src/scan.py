@@ -32,43 +32,32 @@ def _pair_combine(m1, s1, m2, s2):
 
 
 @triton.jit
-def _last(v, is_last, other, axis: tl.constexpr):
-    """The scan's last position along axis (the block's total), by a masked reduction."""
-    if other == 0:
-        r = tl.sum(tl.where(is_last, v, 0), axis=axis)
-    else:
-        r = tl.max(tl.where(is_last, v, other), axis=axis)
-    return r
+def _last(v, is_last):
+    """The scan's last position along axis 0 (the block's total), kept as a broadcastable row: a sum of zeros and
+    that one value, exact for -inf too."""
+    return tl.sum(tl.where(is_last, v, 0), axis=0, keep_dims=True)
 
 
 @triton.jit
 def _scan_block(X, Y, offs, mask, carry, carry_m, carry_s, is_last, op, FLOATING: tl.constexpr):
-    """Scan one block along axis 0 after the carries, store it, return the carries past it."""
+    """Scan one block along axis 0 after the carries (rows that broadcast against it), store it, return the carries
+    past it."""
     if FLOATING:
         if op == 1:
             x = tl.load(X + offs, mask=mask, other=float("-inf")).to(tl.float32) * LOG2E
             m, s = tl.associative_scan((x, tl.full(x.shape, 1.0, tl.float32)), 0, _pair_combine)
-            if len(x.shape) == 1:
-                m, s = _pair_combine(carry_m, carry_s, m, s)
-            else:
-                m, s = _pair_combine(carry_m[None, :], carry_s[None, :], m, s)
+            m, s = _pair_combine(carry_m, carry_s, m, s)
             y = (m + tl.log2(s)) * LN2
-            carry_m = _last(m, is_last, -float("inf"), 0)
-            carry_s = _last(s, is_last, 0, 0)
+            carry_m = _last(m, is_last)
+            carry_s = _last(s, is_last)
         else:
             x = tl.load(X + offs, mask=mask, other=0).to(tl.float32)
-            if len(x.shape) == 1:
-                y = tl.cumsum(x, 0) + carry
-            else:
-                y = tl.cumsum(x, 0) + carry[None, :]
-            carry = carry + tl.sum(x, 0)
+            y = tl.cumsum(x, 0) + carry
+            carry = carry + tl.sum(x, 0, keep_dims=True)
     else:
         x = tl.load(X + offs, mask=mask, other=0).to(tl.int64)
-        if len(x.shape) == 1:
-            y = tl.associative_scan(x, 0, _add) + carry
-        else:
-            y = tl.associative_scan(x, 0, _add) + carry[None, :]
-        carry = carry + tl.sum(x, 0)
+        y = tl.associative_scan(x, 0, _add) + carry
+        carry = carry + tl.sum(x, 0, keep_dims=True)
     tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
     return carry, carry_m, carry_s
 
@@ -79,21 +68,17 @@ def _scan_row(X, Y, first, last, reverse, op, BLOCK_T: tl.constexpr, FORWARD: tl
     """One line along the last dim in 1-D blocks. FORWARD: first is 0 and no reversal, so the offsets are known
     contiguous (and, in the hinted variant, aligned) and the accesses vectorize."""
     step = tl.arange(0, BLOCK_T)
-    is_last = step == BLOCK_T - 1
-    carry_m = -float("inf")  # logcumsumexp's running (max, sum) pair in base 2
-    carry_s = 0.0
-    if FLOATING:
-        carry = 0.0
-    else:
-        carry = tl.zeros([1], dtype=tl.int64).sum(0)
+    carry_m = tl.full([1], -float("inf"), tl.float32)  # logcumsumexp's running (max, sum) pair in base 2
+    carry_s = tl.zeros([1], dtype=tl.float32)
+    carry = tl.zeros([1], dtype=tl.float32 if FLOATING else tl.int64)
     for start in range(0, tl.cdiv(last - first, BLOCK_T)):
         k = start * BLOCK_T + step  # the k-th position in scan order
         if FORWARD:
             offs = k
         else:
             offs = tl.where(reverse != 0, last - 1 - k, first + k)
-        carry, carry_m, carry_s = _scan_block(X, Y, offs, k < last - first, carry, carry_m, carry_s, is_last, op,
-                                              FLOATING)  # fmt: skip
+        carry, carry_m, carry_s = _scan_block(X, Y, offs, k < last - first, carry, carry_m, carry_s,
+                                              step == BLOCK_T - 1, op, FLOATING)  # fmt: skip
 
 
 @triton.jit
@@ -120,12 +105,9 @@ def scan_kernel(
             lanes = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)
             step = tl.arange(0, BLOCK_T)
             is_last = (step == BLOCK_T - 1)[:, None]
-            carry_m = tl.full([BLOCK_I], -float("inf"), tl.float32)
-            carry_s = tl.zeros([BLOCK_I], dtype=tl.float32)
-            if floating:
-                carry = tl.zeros([BLOCK_I], dtype=tl.float32)
-            else:
-                carry = tl.zeros([BLOCK_I], dtype=tl.int64)
+            carry_m = tl.full([1, BLOCK_I], -float("inf"), tl.float32)
+            carry_s = tl.zeros([1, BLOCK_I], dtype=tl.float32)
+            carry = tl.zeros([1, BLOCK_I], dtype=tl.float32 if floating else tl.int64)
             for start in range(0, tl.cdiv(last - first, BLOCK_T)):
                 k = start * BLOCK_T + step
                 t = tl.where(reverse != 0, last - 1 - k, first + k)

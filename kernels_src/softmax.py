@@ -28,23 +28,21 @@ def softmax_kernel(
     else:
         Y += row * stride_y
     cols = tl.arange(0, BLOCK_N)
-    if LSE and not LOOP:
-        x = tl.load(X + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-        row_max = tl.max(x, axis=0)
-        safe = tl.where(row_max == -float("inf"), 0.0, row_max)
-        total = tl.sum(tl.exp2((x - safe) * 1.4426950408889634), axis=0)
-        tl.store(Y, (safe + tl.log(total)).to(Y.dtype.element_ty))
-    elif not LOOP:
+    if not LOOP:
         mask = cols < n_cols
         x = tl.load(X + cols, mask=mask, other=-float("inf")).to(tl.float32)
         row_max = tl.max(x, axis=0)
         safe = tl.where(row_max == -float("inf"), 0.0, row_max)
-        e = tl.exp(x - safe)
-        total = tl.sum(e, axis=0)
-        if mode == 0:
-            tl.store(Y + cols, (e / total).to(Y.dtype.element_ty), mask=mask)
+        if LSE:
+            total = tl.sum(tl.exp2((x - safe) * 1.4426950408889634), axis=0)
+            tl.store(Y, (safe + tl.log(total)).to(Y.dtype.element_ty))
         else:
-            tl.store(Y + cols, (x - safe - tl.log(total)).to(Y.dtype.element_ty), mask=mask)
+            e = tl.exp(x - safe)
+            total = tl.sum(e, axis=0)
+            if mode == 0:
+                tl.store(Y + cols, (e / total).to(Y.dtype.element_ty), mask=mask)
+            else:
+                tl.store(Y + cols, (x - safe - tl.log(total)).to(Y.dtype.element_ty), mask=mask)
     else:
         # per-lane running max and sum, rescaled as the max grows; combined across lanes at the end
         m = tl.full([BLOCK_N], -float("inf"), dtype=tl.float32)
