@@ -85,7 +85,7 @@ def row_results(shape, copy_tbps: float, compiled: dict) -> list[dict]:
 
 def group_norm_results(copy_tbps: float, compiled: dict) -> list[dict]:
     rows = []
-    for shape, groups in (((16, 256, 64, 64), 32), ((64, 512, 16, 16), 32)):
+    for shape, groups in (((16, 256, 64, 64), 32), ((64, 512, 16, 16), 32), ((2, 512, 128, 128), 32)):
         x = torch.randn(*shape, device="cuda", dtype=BF16)
         w, b = torch.randn(shape[1], device="cuda", dtype=BF16), torch.randn(shape[1], device="cuda", dtype=BF16)
         nbytes = 2 * x.numel() * x.element_size()

@@ -12,7 +12,7 @@ Two kernels:
   the strided kernel. Compiled twice per dtype pair: the light ops (OPS=1) and the math ops (OPS=2: division, pow,
   exp, rsqrt, sin, cos), whose long code would cost the light ones registers, and bandwidth with them.
 - elementwise_strided_kernel: any strides over up to 4 dims (after merging), tiled rows x columns so that index
-  division happens once per row, not per element.
+  division happens once per row, not per element (once per tile when the tile stays within a run of dim 2).
 """
 
 import triton
@@ -309,20 +309,38 @@ def elementwise_kernel(
 
 
 @triton.jit
-def _strided_operand(P, rows, cols, d1, d2, s0, s1, s2, s3, mask, scalar, fs, is_):
+def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_):
+    """One operand's tile: rows at outer + i2 * s2 (outer: the offset of dims 0 and 1), columns at cols * s3."""
     if scalar != 0:
-        v = _scalar_operand(P, rows[:, None] + cols[None, :], fs, is_)
+        v = _scalar_operand(P, i2[:, None] + cols[None, :], fs, is_)
     else:
-        i2 = rows % d2
-        rest = rows // d2
-        outer = (rest // d1) * s0 + (rest % d1) * s1
-        if s2 == 1 and s3 != 1:  # transposed against out: read the tile along its contiguous rows, then transpose
-            ptrs = P + outer[None, :] + i2[None, :] + cols[:, None].to(tl.int64) * s3
+        # a unit stride is spelled as a literal 1, so the compiler sees the contiguity (the wheel passes every stride
+        # at run time; unknown, they cost a transposed add 7x, benchmarks/experiments/strided_transpose.py)
+        if s3 == 1:
+            v = tl.load(P + (outer + i2 * s2)[:, None] + cols[None, :], mask=mask, other=0)
+        elif s2 == 1:  # transposed against out: read the tile along its contiguous rows, then transpose
+            ptrs = P + (outer + i2)[None, :] + cols[:, None].to(tl.int64) * s3
             v = tl.trans(tl.load(ptrs, mask=tl.trans(mask), other=0))
         else:
             v = tl.load(P + (outer + i2 * s2)[:, None] + cols[None, :].to(tl.int64) * s3, mask=mask, other=0)
         v = _compute_type(v)
     return v
+
+
+@triton.jit
+def _strided_tile(
+    X, Y, OUT, rest, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2, so3,
+    op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_,
+):  # fmt: skip
+    """The tile of rows (rest, i2) = divmod(row, d2), a scalar rest or one per row."""
+    x = _strided_operand(X, (rest // d1) * sx0 + (rest % d1) * sx1, i2, cols, sx2, sx3, mask, scalar_x, fs, is_)
+    y = _strided_operand(Y, (rest // d1) * sy0 + (rest % d1) * sy1, i2, cols, sy2, sy3, mask, scalar_y, fs, is_)
+    r = _apply(x, y, op, fa, fb, ia, ib, OUT.dtype.element_ty == tl.int1, 0).to(OUT.dtype.element_ty)
+    out_off = (rest // d1) * so0 + (rest % d1) * so1 + i2 * so2
+    if so3 == 1:
+        tl.store(OUT + out_off[:, None] + cols[None, :], r, mask=mask)
+    else:
+        tl.store(OUT + out_off[:, None] + cols[None, :].to(tl.int64) * so3, r, mask=mask)
 
 
 @triton.jit
@@ -335,16 +353,19 @@ def elementwise_strided_kernel(
     broadcast dim); scalar_x / scalar_y: that operand is the scalar argument instead."""
     tiles_c = tl.cdiv(d3, BLOCK_C)
     pid = tl.program_id(0).to(tl.int64)
-    rows = (pid // tiles_c) * BLOCK_R + tl.arange(0, BLOCK_R)
+    row0 = (pid // tiles_c) * BLOCK_R
+    rows = row0 + tl.arange(0, BLOCK_R)
     cols = (pid % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < d3)
-    x = _strided_operand(X, rows, cols, d1, d2, sx0, sx1, sx2, sx3, mask, scalar_x, fs, is_)
-    y = _strided_operand(Y, rows, cols, d1, d2, sy0, sy1, sy2, sy3, mask, scalar_y, fs, is_)
-    r = _apply(x, y, op, fa, fb, ia, ib, OUT.dtype.element_ty == tl.int1, 0).to(OUT.dtype.element_ty)
-    i2 = rows % d2
-    rest = rows // d2
-    out_off = (rest // d1) * so0 + (rest % d1) * so1 + i2 * so2
-    tl.store(OUT + out_off[:, None] + cols[None, :].to(tl.int64) * so3, r, mask=mask)
+    if d2 % BLOCK_R == 0:
+        # the tile stays within one run of dim 2: one scalar offset for dims 0 and 1 and a plain range along dim 2,
+        # whose contiguity the compiler then sees (a transposed operand's loads coalesce)
+        i2 = tl.multiple_of(row0 % d2, BLOCK_R) + tl.arange(0, BLOCK_R)
+        _strided_tile(X, Y, OUT, row0 // d2, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2,
+                      so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_)  # fmt: skip
+    else:
+        _strided_tile(X, Y, OUT, rows // d2, rows % d2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0,
+                      so1, so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_)  # fmt: skip
 
 
 # Input dtype T -> output dtypes O: its own, and bool for the comparisons (bool inputs only have bool).
@@ -401,7 +422,10 @@ KERNELS = [
         keys={"T": TYPES, "O": TYPES},
         combos=type_pairs,
         grid=["cdiv(n_rows, BLOCK_R) * cdiv(d3, BLOCK_C)", "1", "1"],
+        # square tiles where they stay within runs of dim 2: a transposed operand's reads span 64 elements, not 16
+        # (1.33 against 1.02 TB/s for x.T + y at 4096 x 4096, bf16, H100: benchmarks/experiments/strided_transpose.py)
         configs=[
+            Config({"BLOCK_R": 64, "BLOCK_C": 64}, num_warps=4, when="d3 >= 64 && d2 % 64 == 0"),
             Config({"BLOCK_R": 16, "BLOCK_C": 128}, num_warps=4, when="d3 >= 64"),
             Config({"BLOCK_R": 256, "BLOCK_C": 8}, num_warps=4),
         ],

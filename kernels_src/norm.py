@@ -5,15 +5,16 @@ row_norm_kernel: one program per row of the last dim. The norm's kind (rms or la
 cost no variants; the residual add (h = x + r, written out) and the gate (a second input) are compiled in. Rows up
 to 8192 columns stay in registers (one read of x); longer rows loop over the row, re-reading it from L2.
 
-group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous; the weight
-and bias are per channel.
+group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous, or, when
+few long groups would leave the GPU idle, several per group (program_id(1)) after group_norm_stats_kernel has summed
+each chunk; the weight and bias are per channel.
 """
 
 import triton
 import triton.language as tl
 
-from aot.spec import Kernel, f32, i32, i64, ptr
-from kernels_src._rows import row_configs
+from aot.spec import Config, Kernel, f32, i32, i64, ptr
+from kernels_src._rows import LOOP_BLOCK, row_configs
 
 
 @triton.jit
@@ -132,13 +133,50 @@ def _store_group(Y, W, B, c, mask, x_hat, channel, has_weight, has_bias):
     tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask)
 
 
+# The most programs a group is split over (csrc/ops/norm.c holds the same number).
+GROUP_NORM_MAX_SPLITS = tl.constexpr(64)
+
+
+@triton.jit
+def _shifted_sums(X, start, end, shift, BLOCK_N: tl.constexpr):
+    """Sums of x - shift and of its squares over elements [start, end) of a group."""
+    cols = tl.arange(0, BLOCK_N)
+    sums = tl.zeros([BLOCK_N], dtype=tl.float32)
+    squares = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for off in range(start, end, BLOCK_N):
+        c = off + cols
+        mask = c < end
+        d = tl.where(mask, tl.load(X + c, mask=mask, other=0.0).to(tl.float32) - shift, 0.0)
+        sums += d
+        squares += d * d
+    return tl.sum(sums, axis=0), tl.sum(squares, axis=0)
+
+
+@triton.jit
+def group_norm_stats_kernel(X, Partials, n_elems, chunk, BLOCK_N: tl.constexpr):
+    """The first of a split group's two launches: program (group, split) sums x - x[0] and its squares over its
+    chunk into Partials[group, split, 0:2]. Every split shifts by the group's first element, so the partial sums
+    simply add."""
+    row = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1)
+    X += row * n_elems
+    start = split * chunk
+    end = start + tl.minimum(chunk, n_elems.to(tl.int32) - start)
+    sums, squares = _shifted_sums(X, start, end, tl.load(X).to(tl.float32), BLOCK_N)
+    Partials += (row * tl.num_programs(1) + split) * 2
+    tl.store(Partials, sums)
+    tl.store(Partials + 1, squares)
+
+
 @triton.jit
 def group_norm_kernel(
     X,
     W,
     B,
     Y,
+    Partials,
     n_elems,
+    chunk,
     spatial,
     channels_per_group,
     groups,
@@ -148,10 +186,13 @@ def group_norm_kernel(
     BLOCK_N: tl.constexpr,
     LOOP: tl.constexpr,
 ):
-    """x and y contiguous (N, C, *spatial): the program's group is n_elems = channels_per_group * spatial
-    consecutive elements, fewer than 2**31, so an element's channel is a 32-bit division (a 64-bit one per element
-    ran at a third of the bandwidth). A longer group takes two passes: sums of x - x[0] and of its squares (the
-    shift keeps the variance's subtraction exact enough when the mean is far from 0), then the normalized write."""
+    """x and y contiguous (N, C, *spatial): group `program_id(0)` is n_elems = channels_per_group * spatial
+    consecutive elements, at most 2**31 - 4096, so an element's channel is a 32-bit division (a 64-bit one per element
+    ran at a third of the bandwidth). A group longer than a block takes two passes: sums of x - x[0] and of its
+    squares (the shift keeps the variance's subtraction exact enough when the mean is far from 0), then the
+    normalized write. With few groups the C side splits each over program_id(1) in chunks: group_norm_stats_kernel
+    has then written each chunk's sums to Partials, and each program adds them (in a fixed order) and writes its
+    chunk."""
     row = tl.program_id(0).to(tl.int64)
     first_channel = (tl.program_id(0) % groups) * channels_per_group
     X += row * n_elems
@@ -164,21 +205,24 @@ def group_norm_kernel(
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_elems + eps)
         _store_group(Y, W, B, cols, mask, x * rstd, first_channel + cols // spatial, has_weight, has_bias)
     else:
+        n = n_elems.to(tl.int32)
+        split = tl.program_id(1)
+        splits = tl.num_programs(1)
         shift = tl.load(X).to(tl.float32)
-        sums = tl.zeros([BLOCK_N], dtype=tl.float32)
-        squares = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for start in range(0, n_elems.to(tl.int32), BLOCK_N):
-            c = start + cols
-            mask = c < n_elems
-            d = tl.where(mask, tl.load(X + c, mask=mask, other=0.0).to(tl.float32) - shift, 0.0)
-            sums += d
-            squares += d * d
-        mean_shifted = tl.sum(sums, axis=0) / n_elems
-        var = tl.maximum(tl.sum(squares, axis=0) / n_elems - mean_shifted * mean_shifted, 0.0)
-        rstd = tl.rsqrt(var + eps)
-        for start in range(0, n_elems.to(tl.int32), BLOCK_N):
-            c = start + cols
-            mask = c < n_elems
+        if splits == 1:
+            sums, squares = _shifted_sums(X, 0, n, shift, BLOCK_N)
+        else:
+            p = tl.arange(0, GROUP_NORM_MAX_SPLITS)
+            mine = Partials + row * splits * 2 + p * 2
+            sums = tl.sum(tl.load(mine, mask=p < splits, other=0.0), axis=0)
+            squares = tl.sum(tl.load(mine + 1, mask=p < splits, other=0.0), axis=0)
+        mean_shifted = sums / n
+        rstd = tl.rsqrt(tl.maximum(squares / n - mean_shifted * mean_shifted, 0.0) + eps)
+        start = split * chunk
+        end = start + tl.minimum(chunk, n - start)  # no 32-bit overflow past n
+        for off in range(start, end, BLOCK_N):
+            c = off + cols
+            mask = c < end
             x = tl.load(X + c, mask=mask, other=0.0).to(tl.float32)
             x_hat = (x - shift - mean_shifted) * rstd  # x - shift is exact; the mean itself may round
             _store_group(Y, W, B, c, mask, x_hat, first_channel + c // spatial, has_weight, has_bias)
@@ -221,6 +265,15 @@ KERNELS = [
         configs=row_norm_configs,
     ),
     Kernel(
+        fn=group_norm_stats_kernel,
+        op="group_norm",
+        args=[ptr("X", "T"), ptr("Partials", "fp32"), i64("n_elems", aligned=True), i32("chunk", aligned=True)],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid_args=[i64("n_rows"), i64("splits")],
+        grid=["n_rows", "splits", "1"],
+        configs=[Config({"BLOCK_N": LOOP_BLOCK}, num_warps=8)],
+    ),
+    Kernel(
         fn=group_norm_kernel,
         op="group_norm",
         args=[
@@ -228,7 +281,9 @@ KERNELS = [
             ptr("W", "T"),
             ptr("B", "T"),
             ptr("Y", "T"),
+            ptr("Partials", "fp32"),
             i64("n_elems", aligned=True),
+            i32("chunk", aligned=True),
             i32("spatial"),
             i32("channels_per_group"),
             i32("groups"),
@@ -237,8 +292,8 @@ KERNELS = [
             i32("has_bias"),
         ],
         keys={"T": ["fp16", "bf16", "fp32"]},
-        grid_args=[i64("n_rows")],
-        grid=["n_rows", "1", "1"],
+        grid_args=[i64("n_rows"), i64("splits")],
+        grid=["n_rows", "splits", "1"],
         configs=row_configs("n_elems"),
     ),
 ]

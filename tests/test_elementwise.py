@@ -219,12 +219,17 @@ def test_binary(request, rng, where, case):
                 if case == "pow" and form == "scalar" and dtype in INTS:
                     y = abs(y)  # a negative Python exponent of integers is an error (tested below)
                 run(on(where, x), on(where, y) if isinstance(y, np.ndarray) else y, x, y, f"{shape} y {form}")
-        # views of x: misaligned and strided (the strided kernel), transposed (its narrow tile: rows of 24)
+        # views of x: misaligned and strided (the strided kernel), transposed: the narrow tile (rows of 24), and
+        # tiles of 16 and 64 rows that stay within one run of the transposed dim (48 and 64 of them), in 2 and 3 dims
         xs, y = values(rng, (2 * 640 + 1,), dtype, x_kind), values(rng, (640,), dtype, kind)
         run(on(where, xs)[1:641], on(where, y), xs[1:641], y, "misaligned x")
         run(on(where, xs)[:1280:2], on(where, y), xs[:1280:2], y, "strided x")
         xt, t = values(rng, (24, 40), dtype, x_kind), values(rng, (40, 24), dtype, kind)
         run(on(where, xt).T, on(where, t), xt.T, t, "transposed x")
+        xt, t = values(rng, (100, 48), dtype, x_kind), values(rng, (48, 100), dtype, kind)
+        run(on(where, xt).T, on(where, t), xt.T, t, "transposed x, whole tiles")
+        xt, t = values(rng, (3, 80, 64), dtype, x_kind), values(rng, (3, 64, 80), dtype, kind)
+        run(on(where, xt).swapaxes(1, 2), on(where, t), xt.swapaxes(1, 2), t, "batched transposed x, whole tiles")
         # the scalar as x
         scalar_x = {"bool": True, "int32": 3, "int64": 3}.get(dtype, 1.5)
         run(scalar_x, on(where, t), np.asarray(scalar_x).astype(numpy_dtype(dtype)), t, "scalar x")

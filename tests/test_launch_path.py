@@ -205,8 +205,9 @@ def test_elementwise_flat_kernel_modes(fake_driver):
 
 @needs_sm90
 def test_elementwise_strided_kernel_and_host_loop(fake_driver):
-    """Unaligned pointers and general strides take the strided kernel: the wide tile for long rows, the narrow one
-    for short rows; more than 4 merged dims loop over the leading ones on the host."""
+    """Unaligned pointers and general strides take the strided kernel: the wide tile for long rows, the square one
+    for long rows in runs of 64, the narrow one for short rows; more than 4 merged dims loop over the leading ones on
+    the host."""
     r = scenario(
         fake_driver,
         ELEMENTWISE_PRELUDE
@@ -216,6 +217,8 @@ def test_elementwise_strided_kernel_and_host_loop(fake_driver):
            alpha=1.0)
         ew(0, tensor((64, 32), "float32", {A}, strides=(1, 64)), tensor((64, 32), "float32", {B}),
            tensor((64, 32), "float32", {C}), alpha=1.0)
+        ew(0, tensor((64, 128), "float32", {A}, strides=(1, 64)), tensor((64, 128), "float32", {B}),
+           tensor((64, 128), "float32", {C}), alpha=1.0)
         first = fake.fake_cuda_launch_count()
         shape = (2, 3, 2, 3, 2, 5)
         ew(0, tensor(shape, "float32", {A}, strides=(1, 2, 6, 12, 36, 72)), tensor(shape, "float32", {B}),
@@ -223,7 +226,7 @@ def test_elementwise_strided_kernel_and_host_loop(fake_driver):
         emit(launches=launches()[:first], looped=launches()[first:])
     """,
     )
-    unaligned, transposed = r["launches"]
+    unaligned, transposed, square = r["launches"]
     args = decode(unaligned["params"], "elementwise_strided_kernel")
     # X, Y, OUT, n_rows, d1, d2, d3, sx0..3, sy0..3, so0..3
     assert args[:19] == [A + 2, B, C, 1, 1, 1, 1000, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]
@@ -231,6 +234,7 @@ def test_elementwise_strided_kernel_and_host_loop(fake_driver):
     args = decode(transposed["params"], "elementwise_strided_kernel")
     assert args[3:19] == [64, 1, 64, 32, 0, 0, 1, 64, 0, 0, 32, 1, 0, 0, 32, 1]
     assert transposed["variant"]["constexprs"] == {"BLOCK_R": 256, "BLOCK_C": 8}
+    assert square["variant"]["constexprs"] == {"BLOCK_R": 64, "BLOCK_C": 64} and square["grid"] == [2, 1, 1]
     looped = r["looped"]
     assert len(looped) == 2 * 3 * 2  # three leading dims on the host, the last three in each launch
     firsts = [decode(x["params"], "elementwise_strided_kernel") for x in looped]
@@ -808,7 +812,8 @@ def test_rotary_launches(fake_driver):
 
 def test_row_reduction_launches(fake_driver):
     """logsumexp takes the LSE variants with an output stride of 0, so the variants hinted for aligned rows apply
-    (a stride of 1 sent every row to the unhinted looping one); group_norm's channel arithmetic is 32-bit."""
+    (a stride of 1 sent every row to the unhinted looping one); group_norm's channel arithmetic is 32-bit, and few
+    long groups are split over programs: a launch of chunk sums into a workspace, then the normalizing launch."""
     r = scenario(
         fake_driver,
         f"""
@@ -819,17 +824,34 @@ def test_row_reduction_launches(fake_driver):
         w = tensor((64,), "bfloat16", {C})
         _library.call("xopsaot_group_norm", (tensor((2, 64, 16, 16), "bfloat16", {A}), w, None,
                                              tensor((2, 64, 16, 16), "bfloat16", {B})), 32, 1e-5, 0)
-        emit(launches=launches())
+        before = fake.fake_cuda_alloc_count()
+        _library.call("xopsaot_group_norm", (tensor((1, 64, 128, 128), "bfloat16", {A}), w, w,
+                                             tensor((1, 64, 128, 128), "bfloat16", {B})), 32, 1e-5, 0)
+        many = tensor((64, 64, 128, 128), "bfloat16", {A})
+        _library.call("xopsaot_group_norm", (many, None, None, tensor((64, 64, 128, 128), "bfloat16", {B})), 32,
+                      1e-5, 0)
+        emit(launches=launches(), allocs=fake.fake_cuda_alloc_count() - before,
+             frees=fake.fake_cuda_free_count())
     """,
     )
-    lse, soft, group = r["launches"]
+    lse, soft, group, stats, split, whole = r["launches"]
     assert lse["variant"]["keys"] == {"LSE": True} and soft["variant"]["keys"] == {"LSE": False}
     assert lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and not lse["variant"]["constexprs"]["LOOP"]
     assert "stride_y" in lse["variant"]["aligned_args"] and lse["block"] == [128, 1, 1]  # 4 warps
     assert decode(lse["params"], "softmax_kernel")[2:6] == [4096, 0, 4096, 2]
     g = decode(group["params"], "group_norm_kernel")
-    assert group["grid"] == [64, 1, 1] and g[:4] == [A, C, A, B]  # no bias: B carries x's pointer
-    assert g[4:8] == [512, 256, 2, 32] and g[9:11] == [1, 0]
+    assert group["grid"] == [64, 1, 1] and g[:5] == [A, C, A, B, A]  # no bias or partials: x's pointer
+    assert g[5:10] == [512, 4096, 256, 2, 32] and g[11:13] == [1, 0]  # the chunk: the group rounded up
+    # 32 groups of 32768, fewer than 2 per SM, split for 4 programs per SM: 17 splits, chunks rounded up to 4096: 8
+    assert stats["kernel"] == "group_norm_stats_kernel" and stats["grid"] == [32, 8, 1]
+    partials = decode(stats["params"], "group_norm_stats_kernel")[1]
+    assert decode(stats["params"], "group_norm_stats_kernel")[:4] == [A, partials, 32768, 4096]
+    g = decode(split["params"], "group_norm_kernel")
+    assert split["grid"] == [32, 8, 1] and g[:7] == [A, C, C, B, partials, 32768, 4096]
+    assert split["variant"]["constexprs"]["LOOP"] and r["allocs"] == 1 and r["frees"] >= 1
+    # 2048 groups fill the GPU alone: one launch, each program over its whole group
+    g = decode(whole["params"], "group_norm_kernel")
+    assert whole["grid"] == [2048, 1, 1] and g[5:7] == [32768, 32768]
 
 
 # ---- argument validation in the C layer: no driver needed ----
@@ -1002,7 +1024,8 @@ def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
                 descriptor((1, 2, 2**31)),
                 scalars=(1, 1e-5, None),
             ),  # fmt: skip
-            "group_norm: a group holds 4294967296 elements of 2 channels; at most 2147483647 of each are supported",
+            "group_norm: a group holds 4294967296 elements of 2 channels; at most 2147479552 elements and 2147483647 "
+            "channels are supported",
         ),
     ],
 )

@@ -23,8 +23,8 @@ LENGTHS_CPU = [1, 17, 4097, 100_003]
 
 
 def ran(where):
-    if where == "gpu":
-        GPU_USED.add(_library.last_variant())
+    if where == "gpu":  # every kernel the last call launched (a split group_norm's two)
+        GPU_USED.update(_library.recent_variants())
 
 
 ROW_CASES = {  # op, keyword arguments (weight / bias / residual: True = a random array of the right shape)
@@ -118,8 +118,10 @@ GROUP_CASES = [  # shape, groups
     ((2, 32, 8, 8), 8),
     ((3, 64, 5, 5), 32),
     ((1, 16, 32, 32), 16),  # 1024 elements per group, aligned
-    ((2, 8, 10_000), 2),  # 40000 per group: the looping kernel
-    ((2, 4, 3, 3000), 4),  # 9000 per group, not aligned: looping
+    ((2, 8, 10_000), 2),  # 40000 per group: the looping kernel, 4 groups split in 10 chunks of 4096
+    ((2, 4, 3, 3000), 4),  # 9000 per group, not aligned: looping, split in chunks of 4096, 4096 and 808
+    ((300, 2, 9000), 1),  # 300 groups of 18000: 2 or more per multiprocessor, so not split
+    ((300, 1, 9001), 1),  # the same, not aligned
     ((1, 2, 2048), 1),  # 4096 per group
     ((1, 3, 2730), 3),  # 2730: the 4096 block, not aligned
     ((1, 4, 2048), 1),  # 8192
@@ -225,7 +227,7 @@ def test_norm_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_norm_variant_was_checked():
-    """After the tests above (file order): each row_norm_kernel and group_norm_kernel variant compiled for this GPU
+    """After the tests above (file order): each row_norm_kernel and group_norm kernel variant compiled for this GPU
     ran."""
-    missing = unexercised({"row_norm_kernel", "group_norm_kernel"}, GPU_USED)
+    missing = unexercised({"row_norm_kernel", "group_norm_kernel", "group_norm_stats_kernel"}, GPU_USED)
     assert not missing, f"norm variants never exercised: {missing}"

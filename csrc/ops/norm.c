@@ -79,6 +79,29 @@ xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *w
   return xopsaot_norm(x, weight, NULL, residual, NULL, out, residual_out, &o, stream);
 }
 
+/* group_norm's long groups (more elements than its largest whole block, kernels_src/_rows.py) are split over
+ * programs in chunks of a multiple of the looping block when there are fewer than 2 groups per multiprocessor, into
+ * enough chunks for 4 programs per multiprocessor: a first launch sums each chunk into a float32 workspace, the
+ * second adds a group's sums (a fixed order: the same result on every run) and normalizes each chunk. On the H100
+ * (benchmarks/experiments/group_norm_split.py) 512 groups ran fastest unsplit, 32 to 256 groups 1.1-4.5x faster
+ * split. GROUP_MAX_SPLITS is kernels_src/norm.py's GROUP_NORM_MAX_SPLITS. */
+#define GROUP_SPLIT_MIN 8192
+#define GROUP_CHUNK 4096
+#define GROUP_MAX_SPLITS 64
+#define GROUP_SPLIT_BELOW_PER_SM 2
+#define GROUP_PROGRAMS_PER_SM 4
+#define GROUP_MAX_ELEMS ((int64_t)INT32_MAX + 1 - GROUP_CHUNK)
+
+static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+static int64_t group_splits(int64_t rows, int64_t per_group, int sm_count, int64_t *chunk) {
+  if (rows >= (int64_t)GROUP_SPLIT_BELOW_PER_SM * sm_count) return 1;
+  const int64_t want = ((int64_t)GROUP_PROGRAMS_PER_SM * sm_count + rows - 1) / rows;
+  const int64_t splits = want < GROUP_MAX_SPLITS ? want : GROUP_MAX_SPLITS;
+  *chunk = round_up((per_group + splits - 1) / splits, GROUP_CHUNK);
+  return (per_group + *chunk - 1) / *chunk;
+}
+
 xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight, const xopsaot_tensor *bias,
                                   const xopsaot_tensor *out, int64_t num_groups, float eps, void *stream) {
   static const char op[] = "group_norm";
@@ -101,14 +124,37 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
   const int64_t numel = xo_numel(x), rows = x->shape[0] * num_groups;
   if (numel == 0) return XOPSAOT_SUCCESS;
   const int64_t per_group = numel / rows, spatial = numel / (x->shape[0] * channels);
-  if (per_group > INT32_MAX || channels > INT32_MAX) /* the kernel's channel arithmetic is 32-bit */
+  /* the kernel's element and channel arithmetic is 32-bit, chunks included (a multiple of GROUP_CHUNK) */
+  if (per_group > GROUP_MAX_ELEMS || channels > INT32_MAX)
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: a group holds %lld elements of %lld channels; at most "
-                   "%d of each are supported", (long long)per_group, (long long)channels, INT32_MAX);
+                   "%lld elements and %d channels are supported", (long long)per_group, (long long)channels,
+                   (long long)GROUP_MAX_ELEMS, INT32_MAX);
+  int64_t splits = 1, chunk = round_up(per_group, GROUP_CHUNK);
+  if (per_group > GROUP_SPLIT_MIN) {
+    int sm_count = 0;
+    XO_TRY(xo_device_sm_count(x->device, &sm_count));
+    splits = group_splits(rows, per_group, sm_count, &chunk);
+  }
+  float *partials = NULL;
+  if (splits > 1) {
+    XO_TRY(xo_workspace_alloc(x->device, stream, (uint64_t)(rows * splits * 2) * sizeof(float), (void **)&partials));
+    xk_group_norm_stats_kernel_args stats = {.X = x->data, .Partials = partials, .n_elems = per_group,
+                                             .chunk = (int32_t)chunk, .n_rows = rows, .splits = splits};
+    xk_group_norm_stats_kernel_keys stats_keys = {x->dtype};
+    xopsaot_status st = xo_launch(&xk_group_norm_stats_kernel, &stats_keys.T, &stats, x->device, stream);
+    if (st) {
+      xo_workspace_free(x->device, stream, partials);
+      return st;
+    }
+  }
   xk_group_norm_kernel_args args = {
       .X = x->data, .W = weight ? weight->data : x->data, .B = bias ? bias->data : x->data, .Y = out->data,
-      .n_elems = per_group, .spatial = (int32_t)spatial, .channels_per_group = (int32_t)(channels / num_groups),
-      .groups = (int32_t)num_groups,
-      .eps = eps, .has_weight = weight != NULL, .has_bias = bias != NULL, .n_rows = rows};
+      .Partials = partials ? partials : x->data, .n_elems = per_group, .chunk = (int32_t)chunk,
+      .spatial = (int32_t)spatial, .channels_per_group = (int32_t)(channels / num_groups),
+      .groups = (int32_t)num_groups, .eps = eps, .has_weight = weight != NULL, .has_bias = bias != NULL,
+      .n_rows = rows, .splits = splits};
   xk_group_norm_kernel_keys keys = {x->dtype};
-  return xo_launch(&xk_group_norm_kernel, &keys.T, &args, x->device, stream);
+  xopsaot_status st = xo_launch(&xk_group_norm_kernel, &keys.T, &args, x->device, stream);
+  xo_workspace_free(x->device, stream, partials);
+  return st;
 }
