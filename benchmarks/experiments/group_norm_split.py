@@ -12,12 +12,19 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from run import bench_queued, copy_bandwidth, warm_up_gpu  # noqa: E402
 
 from kernels_src.norm import group_norm_kernel, group_norm_stats_kernel  # noqa: E402
+
+# As the wheel launches them: only the integers it hints (n_elems, chunk: multiples of 16) specialized; the JIT
+# would also fold has_weight = 1 into a constant and know spatial's divisibility. AS_AOT_SPATIAL: spatial hinted too.
+UNHINTED = ["channels_per_group", "groups", "has_weight", "has_bias"]
+AS_AOT = (group_norm_stats_kernel, triton.jit(group_norm_kernel.fn, do_not_specialize=["spatial", *UNHINTED]))
+AS_AOT_SPATIAL = (group_norm_stats_kernel, triton.jit(group_norm_kernel.fn, do_not_specialize=UNHINTED))
 
 CHUNK = 4096  # csrc/ops/norm.c's GROUP_CHUNK
 SPLITS = [1, 2, 4, 8, 16, 32]
@@ -34,15 +41,15 @@ def round_up(a: int, b: int) -> int:
     return cdiv(a, b) * b
 
 
-def launch(x, w, b, y, partials, groups: int, splits: int):
+def launch(x, w, b, y, partials, groups: int, splits: int, kernels=(group_norm_stats_kernel, group_norm_kernel)):
     rows = x.shape[0] * groups
     cpg, spatial = x.shape[1] // groups, x[0, 0].numel()
     n = cpg * spatial
     chunk = round_up(n if splits == 1 else cdiv(n, splits), CHUNK)
     used = cdiv(n, chunk)
     if used > 1:
-        group_norm_stats_kernel[(rows, used)](x, partials, n, chunk, BLOCK_N=CHUNK, num_warps=8)
-    group_norm_kernel[(rows, used)](x, w, b, y, partials, n, chunk, spatial, cpg, groups, 1e-5, 1, 1, BLOCK_N=CHUNK,
+        kernels[0][(rows, used)](x, partials, n, chunk, BLOCK_N=CHUNK, num_warps=8)
+    kernels[1][(rows, used)](x, w, b, y, partials, n, chunk, spatial, cpg, groups, 1e-5, 1, 1, BLOCK_N=CHUNK,
                                     LOOP=True, num_warps=8)  # fmt: skip
     return used
 
@@ -50,7 +57,8 @@ def launch(x, w, b, y, partials, groups: int, splits: int):
 def main() -> None:
     warm_up_gpu()
     print(f"copy {copy_bandwidth():.2f} TB/s, {SMS} SMs")
-    print("shape / groups", "rows", "eager", *[f"splits {s}" for s in SPLITS], sep="\t")
+    print("shape / groups", "rows", "eager", *[f"splits {s}" for s in SPLITS], "C's rule: as aot", "spatial hinted",
+          sep="\t")  # fmt: skip
     for shape, groups in SHAPES:
         x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 2 + 3
         w, b = (torch.randn(shape[1], device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -66,9 +74,17 @@ def main() -> None:
             assert err < 0.1, (shape, s, err)
             ms = bench_queued(lambda s=s: launch(x, w, b, y, partials, groups, s))
             cells.append(f"{nbytes / ms / 1e9:.2f} ({used})")
-        print(f"{shape} / {groups}", shape[0] * groups, *cells, sep="\t", flush=True)
+        rows = shape[0] * groups
+        rule = 1 if rows >= 2 * SMS else min(64, cdiv(4 * SMS, rows))  # csrc/ops/norm.c's group_splits
+        for kernels in (AS_AOT, AS_AOT_SPATIAL):
+            y.fill_(float("nan"))
+            used = launch(x, w, b, y, partials, groups, rule, kernels)
+            assert (y.double() - want).abs().max().item() < 0.1, (shape, "as aot")
+            ms = bench_queued(lambda k=kernels: launch(x, w, b, y, partials, groups, rule, k))
+            cells.append(f"{nbytes / ms / 1e9:.2f} ({used})")
+        print(f"{shape} / {groups}", rows, *cells, sep="\t", flush=True)
     # groups held whole in registers: what the per-element channel division and weight / bias gathers cost
-    print("\nwhole groups", "eager", "affine", "no affine", sep="\t")
+    print("\nwhole groups", "eager", "affine", "no affine", "affine as aot", "spatial hinted", sep="\t")
     for shape, groups in (
         ((64, 512, 16, 16), 32),
         ((32, 2048, 7, 7), 32),
@@ -83,9 +99,9 @@ def main() -> None:
         block, warps = next((bn, nw) for bn, nw in ((256, 2), (1024, 4), (4096, 8), (8192, 16)) if n <= bn)
         nbytes = 2 * x.numel() * 2
         cells = [nbytes / bench_queued(lambda: F.group_norm(x, groups, w, b)) / 1e9]
-        for affine in (1, 0):
+        for affine, kernel in ((1, group_norm_kernel), (0, group_norm_kernel), (1, AS_AOT[1]), (1, AS_AOT_SPATIAL[1])):
             args = (x, w, b, y, x, n, round_up(n, CHUNK), spatial, cpg, groups, 1e-5, affine, affine)
-            fn = lambda args=args: group_norm_kernel[(rows, 1)](*args, BLOCK_N=block, LOOP=False, num_warps=warps)  # noqa: E731
+            fn = lambda k=kernel, args=args: k[(rows, 1)](*args, BLOCK_N=block, LOOP=False, num_warps=warps)  # noqa: E731
             y.fill_(float("nan"))
             fn()
             want = F.group_norm(x.double(), groups, w.double() if affine else None, b.double() if affine else None)
