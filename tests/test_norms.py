@@ -121,6 +121,7 @@ GROUP_CASES = [  # shape, groups
     ((2, 8, 10_000), 2),  # 40000 per group: the looping kernel, 4 groups split in 10 chunks of 4096
     ((2, 4, 3, 3000), 4),  # 9000 per group, not aligned: looping, split in chunks of 4096, 4096 and 808
     ((300, 2, 9000), 1),  # 300 groups of 18000: 2 or more per multiprocessor, so not split
+    ((300, 2, 9008), 1),  # the same with a spatial size that is a multiple of 16 (the kernel's branch for those)
     ((300, 1, 9001), 1),  # the same, not aligned
     ((1, 2, 2048), 1),  # 4096 per group
     ((1, 3, 2730), 3),  # 2730: the 4096 block, not aligned
