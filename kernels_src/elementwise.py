@@ -309,14 +309,15 @@ def elementwise_kernel(
 
 
 @triton.jit
-def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_):
+def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_, UNIT: tl.constexpr):
     """One operand's tile: rows at outer + i2 * s2 (outer: the offset of dims 0 and 1), columns at cols * s3."""
     if scalar != 0:
         v = _scalar_operand(P, i2[:, None] + cols[None, :], fs, is_)
     else:
-        # a unit stride is spelled as a literal 1, so the compiler sees the contiguity (the wheel passes every stride
-        # at run time; unknown, they cost a transposed add 7x, benchmarks/experiments/strided_transpose.py)
-        if s3 == 1:
+        # UNIT: a unit stride is spelled as a literal 1, so the compiler sees the contiguity (the wheel passes every
+        # stride at run time; unknown, they cost a transposed add 5x, benchmarks/experiments/strided_transpose.py).
+        # Only where the tile's rows are a plain range: elsewhere it would double the code for little.
+        if UNIT and s3 == 1:
             v = tl.load(P + (outer + i2 * s2)[:, None] + cols[None, :], mask=mask, other=0)
         elif s2 == 1:  # transposed against out: read the tile along its contiguous rows, then transpose
             ptrs = P + (outer + i2)[None, :] + cols[:, None].to(tl.int64) * s3
@@ -330,14 +331,14 @@ def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_):
 @triton.jit
 def _strided_tile(
     X, Y, OUT, rest, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2, so3,
-    op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_,
+    op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, UNIT: tl.constexpr,
 ):  # fmt: skip
     """The tile of rows (rest, i2) = divmod(row, d2), a scalar rest or one per row."""
-    x = _strided_operand(X, (rest // d1) * sx0 + (rest % d1) * sx1, i2, cols, sx2, sx3, mask, scalar_x, fs, is_)
-    y = _strided_operand(Y, (rest // d1) * sy0 + (rest % d1) * sy1, i2, cols, sy2, sy3, mask, scalar_y, fs, is_)
+    x = _strided_operand(X, (rest // d1) * sx0 + (rest % d1) * sx1, i2, cols, sx2, sx3, mask, scalar_x, fs, is_, UNIT)
+    y = _strided_operand(Y, (rest // d1) * sy0 + (rest % d1) * sy1, i2, cols, sy2, sy3, mask, scalar_y, fs, is_, UNIT)
     r = _apply(x, y, op, fa, fb, ia, ib, OUT.dtype.element_ty == tl.int1, 0).to(OUT.dtype.element_ty)
     out_off = (rest // d1) * so0 + (rest % d1) * so1 + i2 * so2
-    if so3 == 1:
+    if UNIT and so3 == 1:
         tl.store(OUT + out_off[:, None] + cols[None, :], r, mask=mask)
     else:
         tl.store(OUT + out_off[:, None] + cols[None, :].to(tl.int64) * so3, r, mask=mask)
@@ -347,25 +348,26 @@ def _strided_tile(
 def elementwise_strided_kernel(
     X, Y, OUT, n_rows, d1, d2, d3, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2, so3,
     op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_,
-    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, TILED: tl.constexpr,
 ):  # fmt: skip
     """out[i0, i1, i2, i3] = f(x[...], y[...]) over dims (n_rows / (d1 d2), d1, d2, d3) with any strides (0 for a
-    broadcast dim); scalar_x / scalar_y: that operand is the scalar argument instead."""
+    broadcast dim); scalar_x / scalar_y: that operand is the scalar argument instead. TILED: compile the path for
+    tiles within one run of dim 2 (not for the narrow config of short rows, to keep its compile time)."""
     tiles_c = tl.cdiv(d3, BLOCK_C)
     pid = tl.program_id(0).to(tl.int64)
     row0 = (pid // tiles_c) * BLOCK_R
     rows = row0 + tl.arange(0, BLOCK_R)
     cols = (pid % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < d3)
-    if d2 % BLOCK_R == 0:
+    if TILED and d2 % BLOCK_R == 0:
         # the tile stays within one run of dim 2: one scalar offset for dims 0 and 1 and a plain range along dim 2,
         # whose contiguity the compiler then sees (a transposed operand's loads coalesce)
         i2 = tl.multiple_of(row0 % d2, BLOCK_R) + tl.arange(0, BLOCK_R)
         _strided_tile(X, Y, OUT, row0 // d2, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2,
-                      so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_)  # fmt: skip
+                      so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, True)  # fmt: skip
     else:
         _strided_tile(X, Y, OUT, rows // d2, rows % d2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0,
-                      so1, so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_)  # fmt: skip
+                      so1, so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, False)  # fmt: skip
 
 
 # Input dtype T -> output dtypes O: its own, and bool for the comparisons (bool inputs only have bool).
@@ -379,6 +381,19 @@ def type_pairs(values) -> bool:
 def flat_combos(values) -> bool:
     """The math ops' variants (OPS 2) exist for non-bool inputs with their own output dtype only."""
     return type_pairs(values) and (values["OPS"] == 1 or values["O"] == values["T"] != "bool")
+
+
+def strided_configs(target, keys) -> list[Config]:
+    """Square tiles where they stay within runs of dim 2, so a transposed operand's reads span 64 elements, not 16
+    (1.33 against 1.02 TB/s for x.T + y at 4096 x 4096, bf16, H100: benchmarks/experiments/strided_transpose.py):
+    for floating-point ops with their own output dtype only, the common case, as the strided kernel's variants are
+    the build's slowest after attention's (5.8 s each)."""
+    square = [Config({"BLOCK_R": 64, "BLOCK_C": 64, "TILED": True}, num_warps=4, when="d3 >= 64 && d2 % 64 == 0")]
+    floating = keys["T"] == keys["O"] and keys["T"] in ("fp16", "bf16", "fp32")
+    return (square if floating else []) + [
+        Config({"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True}, num_warps=4, when="d3 >= 64"),
+        Config({"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False}, num_warps=4),
+    ]
 
 
 SCALARS = [f32("fa"), f32("fb"), i64("ia"), i64("ib"), f32("fs"), i64("is_")]
@@ -422,12 +437,6 @@ KERNELS = [
         keys={"T": TYPES, "O": TYPES},
         combos=type_pairs,
         grid=["cdiv(n_rows, BLOCK_R) * cdiv(d3, BLOCK_C)", "1", "1"],
-        # square tiles where they stay within runs of dim 2: a transposed operand's reads span 64 elements, not 16
-        # (1.33 against 1.02 TB/s for x.T + y at 4096 x 4096, bf16, H100: benchmarks/experiments/strided_transpose.py)
-        configs=[
-            Config({"BLOCK_R": 64, "BLOCK_C": 64}, num_warps=4, when="d3 >= 64 && d2 % 64 == 0"),
-            Config({"BLOCK_R": 16, "BLOCK_C": 128}, num_warps=4, when="d3 >= 64"),
-            Config({"BLOCK_R": 256, "BLOCK_C": 8}, num_warps=4),
-        ],
+        configs=strided_configs,
     ),
 ]

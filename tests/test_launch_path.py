@@ -230,11 +230,15 @@ def test_elementwise_strided_kernel_and_host_loop(fake_driver):
     args = decode(unaligned["params"], "elementwise_strided_kernel")
     # X, Y, OUT, n_rows, d1, d2, d3, sx0..3, sy0..3, so0..3
     assert args[:19] == [A + 2, B, C, 1, 1, 1, 1000, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]
-    assert unaligned["variant"]["constexprs"] == {"BLOCK_R": 16, "BLOCK_C": 128}
+    assert unaligned["variant"]["constexprs"] == {"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True}
     args = decode(transposed["params"], "elementwise_strided_kernel")
     assert args[3:19] == [64, 1, 64, 32, 0, 0, 1, 64, 0, 0, 32, 1, 0, 0, 32, 1]
-    assert transposed["variant"]["constexprs"] == {"BLOCK_R": 256, "BLOCK_C": 8}
-    assert square["variant"]["constexprs"] == {"BLOCK_R": 64, "BLOCK_C": 64} and square["grid"] == [2, 1, 1]
+    assert transposed["variant"]["constexprs"] == {"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False}
+    assert square["variant"]["constexprs"] == {"BLOCK_R": 64, "BLOCK_C": 64, "TILED": True} and square["grid"] == [
+        2,
+        1,
+        1,
+    ]
     looped = r["looped"]
     assert len(looped) == 2 * 3 * 2  # three leading dims on the host, the last three in each launch
     firsts = [decode(x["params"], "elementwise_strided_kernel") for x in looped]

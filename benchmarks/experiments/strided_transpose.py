@@ -33,7 +33,7 @@ def launch(kernel, xt, y, out, tile):
     m, n = out.shape
     strides = [0, 0, *xt.stride(), 0, 0, *y.stride(), 0, 0, *out.stride()]
     grid = (triton.cdiv(m, br) * triton.cdiv(n, bc),)
-    kernel[grid](xt, y, out, m, 1, m, n, *strides, 0, 0, 0, 1.0, 0.0, 0, 0, 0.0, 0, BLOCK_R=br, BLOCK_C=bc,
+    kernel[grid](xt, y, out, m, 1, m, n, *strides, 0, 0, 0, 1.0, 0.0, 0, 0, 0.0, 0, BLOCK_R=br, BLOCK_C=bc, TILED=True,
                  num_warps=warps)  # fmt: skip
 
 
