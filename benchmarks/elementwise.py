@@ -1,7 +1,7 @@
 """Elementwise ops, dropout and scans on a CUDA GPU against torch eager, torch.compile of the same function and the
 measured copy bandwidth, in the same run: each broadcast form the elementwise kernels distinguish (same shape, a bias
-row, a column, a scalar), a bool result, unary math, a transposed input (the strided kernel), dropout, cumsum along
-the last dim and dim 0, logcumsumexp; host time per call on one decode token. Writes
+row, a column, a scalar), a bool result, division, unary math, a transposed input (the strided kernel), dropout,
+cumsum along the last dim and dim 0, logcumsumexp; host time per call on one decode token. Writes
 <out>/<device>-<date>-elementwise.{json,md}.
 
     python benchmarks/elementwise.py --out benchmarks/results
@@ -78,6 +78,7 @@ def cases(m: int, n: int) -> dict:
         "mul, scalar": (lambda a: xopsaot.mul(a, 0.5), times_half, (x,), 2 * size),
         "gt scalar (bool out)": (lambda a: xopsaot.gt(a, 0.0), greater, (x,), 1.5 * size),
         "clamp": (lambda a: xopsaot.clamp(a, -1.0, 1.0), clamp, (x,), 2 * size),
+        "div": (xopsaot.div, torch.div, (x, y.abs() + 0.5), 3 * size),
         "exp": (xopsaot.exp, torch.exp, (x,), 2 * size),
         "add, transposed x": (xopsaot.add, torch.add, (xt, y), 3 * size),
         "add int32": (xopsaot.add, torch.add, (ints[0], ints[1]), 3 * 2 * size),

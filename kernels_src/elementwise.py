@@ -9,10 +9,12 @@ Two kernels:
 - elementwise_kernel: out contiguous; each input contiguous, one element, a row vector repeated over rows (a bias:
   offset i % inner), a column vector (offset i // inner) or a scalar passed by value. Compiled with alignment hints
   only (16-byte pointers, inner a multiple of 16), so every access vectorizes; the op layer sends anything else to
-  the strided kernel. Compiled twice per dtype pair: the light ops (OPS=1) and the math ops (OPS=2: division, pow,
-  exp, rsqrt, sin, cos), whose long code would cost the light ones registers, and bandwidth with them.
+  the strided kernel. Compiled up to three times per dtype pair: the light ops (OPS=1), the binary math ops (OPS=2:
+  division, pow) and the unary math ops (OPS=3: exp, rsqrt, sin, cos), as long code costs the ops that share its
+  binary registers, and bandwidth with them; division and exp also have binaries of their own (FIXED_OP).
 - elementwise_strided_kernel: any strides over up to 4 dims (after merging), tiled rows x columns so that index
-  division happens once per row, not per element (once per tile when the tile stays within a run of dim 2).
+  division happens once per row, not per element (once per tile when the tile stays within a run of dim 2), and
+  16-byte accesses where the C side finds the launch aligned.
 """
 
 import triton
@@ -27,7 +29,6 @@ from aot.spec import ALIGNED_ONLY, Config, Kernel, f32, i32, i64, ptr
 #   0 add  1 mul  2 div  3 div trunc  4 div floor  5 pow  6 bitwise_and  7 bitwise_or  8 maximum  9 minimum
 #   10 eq  11 ne  12 lt  13 le  14 gt  15 ge
 #   16 neg  17 abs  18 exp  19 rsqrt  20 sin  21 cos  22 isinf  23 isnan  24 bitwise_not  25 clamp
-FIRST_COMPARE, FIRST_UNARY = 10, 16
 
 
 @triton.jit
@@ -115,9 +116,26 @@ def _float_div_floor(x, y):
 
 
 @triton.jit
+def _unary_math(x, op):
+    """exp (18), rsqrt (19), sin (20), cos (21) on floats: their own binary (OPS 3), as sharing pow's cost exp 6%
+    of its bandwidth (benchmarks/experiments/exp_math.py). Integers never get them (the C side refuses)."""
+    if not x.dtype.is_floating():
+        r = x
+    elif op == 18:
+        r = libdevice.exp(x)
+    elif op == 19:
+        r = libdevice.rsqrt(x)
+    elif op == 20:
+        r = tl.sin(x)
+    else:
+        r = tl.cos(x)
+    return r
+
+
+@triton.jit
 def _math(x, y, op):
     """The ops with long code (kept out of the light variants, whose registers it would cost): div (2), trunc (3),
-    floor (4), pow (5), exp (18), rsqrt (19), sin (20), cos (21). Integers have trunc, floor and pow."""
+    floor (4), pow (5). Integers have trunc, floor and pow."""
     if x.dtype.is_floating():
         if op == 2:  # IEEE division (Triton's / is approximate): exact quotients stay exact, as in torch
             r = libdevice.div_rn(x, y)
@@ -125,16 +143,8 @@ def _math(x, y, op):
             r = libdevice.trunc(libdevice.div_rn(x, y))
         elif op == 4:
             r = _float_div_floor(x, y)
-        elif op == 5:
-            r = libdevice.pow(x, y)
-        elif op == 18:
-            r = libdevice.exp(x)
-        elif op == 19:
-            r = libdevice.rsqrt(x)
-        elif op == 20:
-            r = tl.sin(x)
         else:
-            r = tl.cos(x)
+            r = libdevice.pow(x, y)
     else:
         if op == 3:
             r = x // y
@@ -250,7 +260,7 @@ def _light(x, y, op, fa, fb, ia, ib):
 def _apply(x, y, op, fa, fb, ia, ib, BOOL_OUT: tl.constexpr, OPS: tl.constexpr):
     """The op on compute-typed x, y. A bool out of non-bool inputs is a comparison or isinf/isnan; bool inputs
     give bool for every op, so their variant dispatches on the op code alone. OPS: 0 every op, 1 the light ones,
-    2 the _math ones."""
+    2 the _math ones, 3 the _unary_math ones."""
     if x.dtype == tl.int1:
         if op >= 10 and op < 16:
             r = _compare(x, y, op)
@@ -267,9 +277,13 @@ def _apply(x, y, op, fa, fb, ia, ib, BOOL_OUT: tl.constexpr, OPS: tl.constexpr):
         r = _light(x, y, op, fa, fb, ia, ib)
     elif OPS == 2:
         r = _math(x, y, op)
+    elif OPS == 3:
+        r = _unary_math(x, op)
     else:
-        if (op >= 2 and op <= 5) or (op >= 18 and op <= 21):
+        if op >= 2 and op <= 5:
             r = _math(x, y, op)
+        elif op >= 18 and op <= 21:
+            r = _unary_math(x, op)
         else:
             r = _light(x, y, op, fa, fb, ia, ib)
     return r
@@ -278,11 +292,16 @@ def _apply(x, y, op, fa, fb, ia, ib, BOOL_OUT: tl.constexpr, OPS: tl.constexpr):
 @triton.jit
 def _flat_block(
     X, Y, OUT, offs, cols, c0, row0, mask, op, mode_x, mode_y, inner, fa, fb, ia, ib, fs, is_,
-    MASKED: tl.constexpr, OPS: tl.constexpr,
+    MASKED: tl.constexpr, OPS: tl.constexpr, FIXED_OP: tl.constexpr,
 ):  # fmt: skip
     block: tl.constexpr = offs.shape[0]
     x = _operand(X, offs, cols, c0, row0, mode_x, inner, fs, is_, mask, MASKED, block)
-    y = _operand(Y, offs, cols, c0, row0, mode_y, inner, fs, is_, mask, MASKED, block)
+    if FIXED_OP >= 16:  # a unary op's own binary reads no y
+        y = x
+    else:
+        y = _operand(Y, offs, cols, c0, row0, mode_y, inner, fs, is_, mask, MASKED, block)
+    if FIXED_OP != 0:  # the op code as a constant: the op's own binary holds its code alone
+        op = FIXED_OP
     r = _apply(x, y, op, fa, fb, ia, ib, OUT.dtype.element_ty == tl.int1, OPS).to(OUT.dtype.element_ty)
     if MASKED:
         tl.store(OUT + offs, r, mask=mask)
@@ -292,24 +311,31 @@ def _flat_block(
 
 @triton.jit
 def elementwise_kernel(
-    X, Y, OUT, n, inner, op, mode_x, mode_y, fa, fb, ia, ib, fs, is_, OPS: tl.constexpr, BLOCK: tl.constexpr
+    X, Y, OUT, n, inner, op, mode_x, mode_y, fa, fb, ia, ib, fs, is_,
+    OPS: tl.constexpr, FIXED_OP: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
     start = tl.program_id(0).to(tl.int64) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     inner32 = inner.to(tl.int32)  # the launcher keeps inner below 2**31 - BLOCK
-    c0 = (start % inner).to(tl.int32)
+    if (mode_x == 2) | (mode_x == 3) | (mode_y == 2) | (mode_y == 3):
+        # a row or a column vector: the block's row and its offset in it. Only here, as every thread runs the int64
+        # division; always, it cost exp and division 1% of their bandwidth (exp_math.py)
+        c0 = (start % inner).to(tl.int32)
+        row0 = start // inner
+    else:
+        c0 = start.to(tl.int32) * 0
+        row0 = start * 0
     cols = c0 + tl.arange(0, BLOCK)
-    row0 = start // inner
     if start + BLOCK <= n:  # every block but the last: unmasked, so accesses vectorize whatever n is
         _flat_block(X, Y, OUT, offs, cols, c0, row0, None, op, mode_x, mode_y, inner32, fa, fb, ia, ib, fs, is_,
-                    False, OPS)  # fmt: skip
+                    False, OPS, FIXED_OP)  # fmt: skip
     else:
         _flat_block(X, Y, OUT, offs, cols, c0, row0, offs < n, op, mode_x, mode_y, inner32, fa, fb, ia, ib, fs, is_,
-                    True, OPS)  # fmt: skip
+                    True, OPS, FIXED_OP)  # fmt: skip
 
 
 @triton.jit
-def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_, UNIT: tl.constexpr):
+def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_, UNIT: tl.constexpr, ALIGNED: tl.constexpr):
     """One operand's tile: rows at outer + i2 * s2 (outer: the offset of dims 0 and 1), columns at cols * s3."""
     if scalar != 0:
         v = _scalar_operand(P, i2[:, None] + cols[None, :], fs, is_)
@@ -317,11 +343,19 @@ def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_, UNIT: tl
         # UNIT: a unit stride is spelled as a literal 1, so the compiler sees the contiguity (the wheel passes every
         # stride at run time; unknown, they cost a transposed add 5x, benchmarks/experiments/strided_transpose.py).
         # Only where the tile's rows are a plain range: elsewhere it would double the code for little.
+        # ALIGNED: each run along the contiguous dim starts 16 bytes aligned (the launcher checked the pointers and
+        # strides), so accesses vectorize as in the JIT, which specializes on the values. The hint must be set here:
+        # set inside a helper function, it lands on the helper's argument and is lost.
         if UNIT and s3 == 1:
-            v = tl.load(P + (outer + i2 * s2)[:, None] + cols[None, :], mask=mask, other=0)
+            row_ptrs = P + (outer + i2 * s2)[:, None] + cols[None, :]
+            if ALIGNED:
+                row_ptrs = tl.multiple_of(row_ptrs, [1, 16])
+            v = tl.load(row_ptrs, mask=mask, other=0)
         elif s2 == 1:  # transposed against out: read the tile along its contiguous rows, then transpose
-            ptrs = P + (outer + i2)[None, :] + cols[:, None].to(tl.int64) * s3
-            v = tl.trans(tl.load(ptrs, mask=tl.trans(mask), other=0))
+            column_ptrs = P + (outer + i2)[None, :] + cols[:, None].to(tl.int64) * s3
+            if ALIGNED:
+                column_ptrs = tl.multiple_of(column_ptrs, [1, 16])
+            v = tl.trans(tl.load(column_ptrs, mask=tl.trans(mask), other=0))
         else:
             v = tl.load(P + (outer + i2 * s2)[:, None] + cols[None, :].to(tl.int64) * s3, mask=mask, other=0)
         v = _compute_type(v)
@@ -331,15 +365,20 @@ def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_, UNIT: tl
 @triton.jit
 def _strided_tile(
     X, Y, OUT, rest, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2, so3,
-    op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, UNIT: tl.constexpr,
+    op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, UNIT: tl.constexpr, ALIGNED: tl.constexpr,
 ):  # fmt: skip
     """The tile of rows (rest, i2) = divmod(row, d2), a scalar rest or one per row."""
-    x = _strided_operand(X, (rest // d1) * sx0 + (rest % d1) * sx1, i2, cols, sx2, sx3, mask, scalar_x, fs, is_, UNIT)
-    y = _strided_operand(Y, (rest // d1) * sy0 + (rest % d1) * sy1, i2, cols, sy2, sy3, mask, scalar_y, fs, is_, UNIT)
+    x_outer = (rest // d1) * sx0 + (rest % d1) * sx1
+    x = _strided_operand(X, x_outer, i2, cols, sx2, sx3, mask, scalar_x, fs, is_, UNIT, ALIGNED)
+    y_outer = (rest // d1) * sy0 + (rest % d1) * sy1
+    y = _strided_operand(Y, y_outer, i2, cols, sy2, sy3, mask, scalar_y, fs, is_, UNIT, ALIGNED)
     r = _apply(x, y, op, fa, fb, ia, ib, OUT.dtype.element_ty == tl.int1, 0).to(OUT.dtype.element_ty)
     out_off = (rest // d1) * so0 + (rest % d1) * so1 + i2 * so2
     if UNIT and so3 == 1:
-        tl.store(OUT + out_off[:, None] + cols[None, :], r, mask=mask)
+        out_ptrs = OUT + out_off[:, None] + cols[None, :]
+        if ALIGNED:  # as in _strided_operand
+            out_ptrs = tl.multiple_of(out_ptrs, [1, 16])
+        tl.store(out_ptrs, r, mask=mask)
     else:
         tl.store(OUT + out_off[:, None] + cols[None, :].to(tl.int64) * so3, r, mask=mask)
 
@@ -348,26 +387,37 @@ def _strided_tile(
 def elementwise_strided_kernel(
     X, Y, OUT, n_rows, d1, d2, d3, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2, so3,
     op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_,
-    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, TILED: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, TILED: tl.constexpr, ALIGNED: tl.constexpr,
 ):  # fmt: skip
     """out[i0, i1, i2, i3] = f(x[...], y[...]) over dims (n_rows / (d1 d2), d1, d2, d3) with any strides (0 for a
     broadcast dim); scalar_x / scalar_y: that operand is the scalar argument instead. TILED: compile the path for
-    tiles within one run of dim 2 (not for the narrow config of short rows, to keep its compile time)."""
+    tiles within one run of dim 2 (not for the narrow config of short rows, to keep its compile time). ALIGNED:
+    only that path, for launches the C side found aligned (its `aligned` argument: d2 a multiple of BLOCK_R, d3 of
+    16, 16-byte aligned pointers and strides multiples of 16 but for a unit one in dim 2 or 3)."""
     tiles_c = tl.cdiv(d3, BLOCK_C)
     pid = tl.program_id(0).to(tl.int64)
     row0 = (pid // tiles_c) * BLOCK_R
     rows = row0 + tl.arange(0, BLOCK_R)
     cols = (pid % tiles_c) * BLOCK_C + tl.arange(0, BLOCK_C)
-    mask = (rows[:, None] < n_rows) & (cols[None, :] < d3)
-    if TILED and d2 % BLOCK_R == 0:
-        # the tile stays within one run of dim 2: one scalar offset for dims 0 and 1 and a plain range along dim 2,
-        # whose contiguity the compiler then sees (a transposed operand's loads coalesce)
+    if ALIGNED:
+        # rows are all in range (d2, so n_rows, is a multiple of BLOCK_R), and d3 rebuilt as a multiple of 16 tells
+        # the compiler the mask is constant over runs of 16 columns
+        mask = tl.broadcast_to((cols < (d3 // 16) * 16)[None, :], (BLOCK_R, BLOCK_C))
         i2 = tl.multiple_of(row0 % d2, BLOCK_R) + tl.arange(0, BLOCK_R)
         _strided_tile(X, Y, OUT, row0 // d2, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2,
-                      so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, True)  # fmt: skip
+                      so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, True, True)  # fmt: skip
     else:
-        _strided_tile(X, Y, OUT, rows // d2, rows % d2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0,
-                      so1, so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, False)  # fmt: skip
+        mask = (rows[:, None] < n_rows) & (cols[None, :] < d3)
+        if TILED and d2 % BLOCK_R == 0:
+            # the tile stays within one run of dim 2: one scalar offset for dims 0 and 1 and a plain range along
+            # dim 2, whose contiguity the compiler then sees (a transposed operand's loads coalesce)
+            i2 = tl.multiple_of(row0 % d2, BLOCK_R) + tl.arange(0, BLOCK_R)
+            _strided_tile(X, Y, OUT, row0 // d2, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1,
+                          so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, True, False)  # fmt: skip
+        else:
+            _strided_tile(X, Y, OUT, rows // d2, rows % d2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2,
+                          sy3, so0, so1, so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, False,
+                          False)  # fmt: skip
 
 
 # Input dtype T -> output dtypes O: its own, and bool for the comparisons (bool inputs only have bool).
@@ -378,21 +428,35 @@ def type_pairs(values) -> bool:
     return values["O"] in (values["T"], "bool")
 
 
+# Math ops with a binary of their own (FIXED_OP, floating point only), the common ones: without the other ops' code
+# division runs 3% faster, exp 1% (benchmarks/experiments/exp_math.py).
+FIXED_OPS = {2: 2, 18: 3}  # op code -> its OPS group
+
+
 def flat_combos(values) -> bool:
-    """The math ops' variants (OPS 2) exist for non-bool inputs with their own output dtype only."""
-    return type_pairs(values) and (values["OPS"] == 1 or values["O"] == values["T"] != "bool")
+    """The math ops' variants exist for inputs with their own output dtype only: OPS 2 for non-bool ones, OPS 3
+    (unary math) and the fixed ops for floating-point ones."""
+    own, floating = values["O"] == values["T"], values["T"] in ("fp16", "bf16", "fp32")
+    fixed = values["FIXED_OP"]
+    if fixed:
+        return own and floating and FIXED_OPS[fixed] == values["OPS"]
+    if values["OPS"] == 2:
+        return own and values["T"] != "bool"
+    if values["OPS"] == 3:
+        return own and floating
+    return type_pairs(values)
 
 
 def strided_configs(target, keys) -> list[Config]:
-    """Square tiles where they stay within runs of dim 2, so a transposed operand's reads span 64 elements, not 16
-    (1.33 against 1.02 TB/s for x.T + y at 4096 x 4096, bf16, H100: benchmarks/experiments/strided_transpose.py):
-    for floating-point ops with their own output dtype only, the common case, as the strided kernel's variants are
-    the build's slowest after attention's (5.8 s each)."""
-    square = [Config({"BLOCK_R": 64, "BLOCK_C": 64, "TILED": True}, num_warps=4, when="d3 >= 64 && d2 % 64 == 0")]
+    """A tall aligned tile where the launch allows it, so a transposed operand's reads span 128 elements, 16 bytes at
+    a time (benchmarks/experiments/strided_transpose.py): for floating-point ops with their own output dtype only,
+    the common case, as the strided kernel's variants are the build's slowest after attention's."""
+    aligned = "aligned && d3 >= 32 && d2 % 128 == 0"
+    tall = [Config({"BLOCK_R": 128, "BLOCK_C": 32, "TILED": True, "ALIGNED": True}, num_warps=4, when=aligned)]
     floating = keys["T"] == keys["O"] and keys["T"] in ("fp16", "bf16", "fp32")
-    return (square if floating else []) + [
-        Config({"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True}, num_warps=4, when="d3 >= 64"),
-        Config({"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False}, num_warps=4),
+    return (tall if floating else []) + [
+        Config({"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True, "ALIGNED": False}, num_warps=4, when="d3 >= 64"),
+        Config({"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False, "ALIGNED": False}, num_warps=4),
     ]
 
 
@@ -413,7 +477,7 @@ KERNELS = [
             i32("mode_y"),
             *SCALARS,
         ],
-        keys={"T": TYPES, "O": TYPES, "OPS": [1, 2]},
+        keys={"T": TYPES, "O": TYPES, "OPS": [1, 2, 3], "FIXED_OP": [0, *FIXED_OPS]},
         combos=flat_combos,
         grid=["cdiv(n, BLOCK)", "1", "1"],
         configs=[Config({"BLOCK": 1024}, num_warps=4)],
@@ -437,6 +501,7 @@ KERNELS = [
         keys={"T": TYPES, "O": TYPES},
         combos=type_pairs,
         grid=["cdiv(n_rows, BLOCK_R) * cdiv(d3, BLOCK_C)", "1", "1"],
+        grid_args=[i32("aligned")],
         configs=strided_configs,
     ),
 ]

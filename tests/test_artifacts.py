@@ -15,7 +15,11 @@ MANIFEST = _library.manifest()
 
 # What issues 2, 3 and 4 promise for every arch: op -> kernel, dtypes, and the keys each dtype is compiled with.
 PROMISED = {
-    "elementwise": ("elementwise_kernel", ["float16", "bfloat16", "float32", "int32", "int64", "bool"], {"OPS": [1]}),
+    "elementwise": (
+        "elementwise_kernel",
+        ["float16", "bfloat16", "float32", "int32", "int64", "bool"],
+        {"OPS": [1], "FIXED_OP": [0]},
+    ),
     "norm": (
         "row_norm_kernel",
         ["float16", "bfloat16", "float32"],
@@ -68,17 +72,21 @@ def test_manifest_lists_every_promised_variant(op):
 
 def test_elementwise_kernels_cover_every_dtype_pair():
     """Both elementwise kernels, per arch: each input dtype with its own output and with bool (the comparisons);
-    the flat kernel's math variants (OPS 2) for every non-bool input with its own output."""
+    the flat kernel's binary math variants (OPS 2) for every non-bool input with its own output, its unary math
+    variants (OPS 3) and division's and exp's own (FIXED_OP) for floating-point ones."""
     types = ["float16", "bfloat16", "float32", "int32", "int64", "bool"]
+    floats = types[:3]
     pairs = {(t, t) for t in types} | {(t, "bool") for t in types}
     wanted = {
-        "elementwise_kernel": {p + (1,) for p in pairs} | {(t, t, 2) for t in types if t != "bool"},
-        "elementwise_strided_kernel": {p + (None,) for p in pairs},
+        "elementwise_kernel": {p + (1, 0) for p in pairs}
+        | {(t, t, 2, 0) for t in types if t != "bool"}
+        | {(t, t, ops, fixed) for t in floats for ops, fixed in ((3, 0), (2, 2), (3, 18))},
+        "elementwise_strided_kernel": {p + (None, None) for p in pairs},
     }
     for kernel, want in wanted.items():
         for arch in MANIFEST["archs"]:
-            have = {(v["dtypes"]["T"], v["dtypes"]["O"], v["keys"].get("OPS")) for v in MANIFEST["variants"]
-                    if v["kernel"] == kernel and v["arch"] == arch}  # fmt: skip
+            have = {(v["dtypes"]["T"], v["dtypes"]["O"], v["keys"].get("OPS"), v["keys"].get("FIXED_OP"))
+                    for v in MANIFEST["variants"] if v["kernel"] == kernel and v["arch"] == arch}  # fmt: skip
             assert have == want, f"{kernel} {arch}: {sorted(want ^ have, key=str)}"
 
 

@@ -219,8 +219,9 @@ def test_binary(request, rng, where, case):
                 if case == "pow" and form == "scalar" and dtype in INTS:
                     y = abs(y)  # a negative Python exponent of integers is an error (tested below)
                 run(on(where, x), on(where, y) if isinstance(y, np.ndarray) else y, x, y, f"{shape} y {form}")
-        # views of x: misaligned and strided (the strided kernel), transposed: the narrow tile (rows of 24), and
-        # tiles of 16 and 64 rows that stay within one run of the transposed dim (48 and 64 of them), in 2 and 3 dims
+        # views of x: misaligned and strided (the strided kernel), transposed: the narrow tile (rows of 24), tiles
+        # of 16 rows that stay within one run of the transposed dim (48 and 64 of them), in 2 and 3 dims, and the
+        # tall aligned tile (runs of 256 and 128 rows of 48 columns: a partial column tile)
         xs, y = values(rng, (2 * 640 + 1,), dtype, x_kind), values(rng, (640,), dtype, kind)
         run(on(where, xs)[1:641], on(where, y), xs[1:641], y, "misaligned x")
         run(on(where, xs)[:1280:2], on(where, y), xs[:1280:2], y, "strided x")
@@ -230,6 +231,10 @@ def test_binary(request, rng, where, case):
         run(on(where, xt).T, on(where, t), xt.T, t, "transposed x, whole tiles")
         xt, t = values(rng, (3, 80, 64), dtype, x_kind), values(rng, (3, 64, 80), dtype, kind)
         run(on(where, xt).swapaxes(1, 2), on(where, t), xt.swapaxes(1, 2), t, "batched transposed x, whole tiles")
+        xt, t = values(rng, (48, 256), dtype, x_kind), values(rng, (256, 48), dtype, kind)
+        run(on(where, xt).T, on(where, t), xt.T, t, "transposed x, aligned")
+        xt, t = values(rng, (2, 48, 128), dtype, x_kind), values(rng, (2, 128, 48), dtype, kind)
+        run(on(where, xt).swapaxes(1, 2), on(where, t), xt.swapaxes(1, 2), t, "batched transposed x, aligned")
         # the scalar as x
         scalar_x = {"bool": True, "int32": 3, "int64": 3}.get(dtype, 1.5)
         run(scalar_x, on(where, t), np.asarray(scalar_x).astype(numpy_dtype(dtype)), t, "scalar x")

@@ -185,10 +185,15 @@ def test_elementwise_flat_kernel_modes(fake_driver):
         ew(16, tensor((10,), "int32", {A}), None, tensor((10,), "int32", {C}))
         ew(26, tensor((10,), "int64", {A}), tensor((10,), "int64", {B}), tensor((10,), "int64", {C}), alpha_int=3)
         ew(25, tensor((10,), "int32", {A}), None, tensor((10,), "int32", {C}), min_int=-2**40, max_int=7)
+        ew(2, x, x, out)                                                 # x / x: division's own binary
+        ew(18, x, None, out)                                             # exp: its own binary
+        ew(19, x, None, out)                                             # rsqrt: the unary math binary
+        ew(3, tensor((10,), "int32", {A}), tensor((10,), "int32", {B}), tensor((10,), "int32", {C}))  # int trunc
         emit(launches=launches())
     """,
     )
-    bias, column, one, gt, pow_, neg, sub, clamp = [decode(x["params"], x["kernel"])[:14] for x in r["launches"]]
+    launched = [decode(x["params"], x["kernel"])[:14] for x in r["launches"]]
+    bias, column, one, gt, pow_, neg, sub, clamp = launched[:8]
     assert {x["kernel"] for x in r["launches"]} == {"elementwise_kernel"}
     n = 64 * 4096
     assert bias == [A, B, C, n, 4096, 1, 0, 2, 0.0, 0.0, 0, 0, 0.0, 0]
@@ -196,8 +201,11 @@ def test_elementwise_flat_kernel_modes(fake_driver):
     assert gt[1] == C and gt[5:8] == [14, 0, 4] and gt[12] == 0.5  # the scalar's slot points at out (aligned)
     assert r["launches"][3]["variant"]["dtypes"] == {"T": "float16", "O": "bool"}
     assert pow_[5:8] == [5, 4, 0] and pow_[0] == C and pow_[12] == 2.0
-    # the math ops run the OPS=2 variant, the rest the light one
-    assert [x["variant"]["keys"]["OPS"] for x in r["launches"]] == [1, 1, 1, 1, 2, 1, 1, 1]
+    # binary math runs the OPS=2 variant, unary math OPS=3, the rest the light one; division and exp (floating
+    # point) have their own binaries, whose op code is a constant
+    variants = [(x["variant"]["keys"]["OPS"], x["variant"]["keys"]["FIXED_OP"]) for x in r["launches"]]
+    assert variants == [(1, 0)] * 4 + [(2, 0)] + [(1, 0)] * 3 + [(2, 2), (3, 18), (3, 0), (2, 0)]
+    assert [x[5] for x in launched[8:]] == [2, 18, 19, 3]
     assert neg[5:8] == [16, 0, 4]
     assert sub[5] == 0 and sub[10] == 2**64 - 3  # add with alpha -3 (raw int64)
     assert clamp[5] == 25 and clamp[10] == 2**64 - 2**31 and clamp[11] == 7
@@ -205,9 +213,9 @@ def test_elementwise_flat_kernel_modes(fake_driver):
 
 @needs_sm90
 def test_elementwise_strided_kernel_and_host_loop(fake_driver):
-    """Unaligned pointers and general strides take the strided kernel: the wide tile for long rows, the square one
-    for long rows in runs of 64, the narrow one for short rows; more than 4 merged dims loop over the leading ones on
-    the host."""
+    """Unaligned pointers and general strides take the strided kernel: the wide tile for long rows, the tall aligned
+    one for floating-point rows in runs of 128 whose pointers and strides are aligned, the narrow one for short rows;
+    more than 4 merged dims loop over the leading ones on the host."""
     r = scenario(
         fake_driver,
         ELEMENTWISE_PRELUDE
@@ -219,6 +227,13 @@ def test_elementwise_strided_kernel_and_host_loop(fake_driver):
            tensor((64, 32), "float32", {C}), alpha=1.0)
         ew(0, tensor((64, 128), "float32", {A}, strides=(1, 64)), tensor((64, 128), "float32", {B}),
            tensor((64, 128), "float32", {C}), alpha=1.0)
+        def tall(dtype, x_ptr, x_stride):  # x.T + y over (128, 64)
+            ew(0, tensor((128, 64), dtype, x_ptr, strides=(1, x_stride)), tensor((128, 64), dtype, {B}),
+               tensor((128, 64), dtype, {C}), alpha=1.0)
+        tall("float32", {A}, 128)
+        tall("float32", {A} + 4, 128)  # x's pointer not 16-byte aligned
+        tall("float32", {A}, 136)      # x's stride not a multiple of 16
+        tall("int32", {A}, 128)        # the tall tile is for floating point only
         first = fake.fake_cuda_launch_count()
         shape = (2, 3, 2, 3, 2, 5)
         ew(0, tensor(shape, "float32", {A}, strides=(1, 2, 6, 12, 36, 72)), tensor(shape, "float32", {B}),
@@ -226,19 +241,21 @@ def test_elementwise_strided_kernel_and_host_loop(fake_driver):
         emit(launches=launches()[:first], looped=launches()[first:])
     """,
     )
-    unaligned, transposed, square = r["launches"]
+    unaligned, transposed, wide, tall, *not_tall = r["launches"]
     args = decode(unaligned["params"], "elementwise_strided_kernel")
     # X, Y, OUT, n_rows, d1, d2, d3, sx0..3, sy0..3, so0..3
     assert args[:19] == [A + 2, B, C, 1, 1, 1, 1000, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]
-    assert unaligned["variant"]["constexprs"] == {"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True}
+    narrow = {"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True, "ALIGNED": False}
+    assert unaligned["variant"]["constexprs"] == narrow
     args = decode(transposed["params"], "elementwise_strided_kernel")
     assert args[3:19] == [64, 1, 64, 32, 0, 0, 1, 64, 0, 0, 32, 1, 0, 0, 32, 1]
-    assert transposed["variant"]["constexprs"] == {"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False}
-    assert square["variant"]["constexprs"] == {"BLOCK_R": 64, "BLOCK_C": 64, "TILED": True} and square["grid"] == [
-        2,
-        1,
-        1,
-    ]
+    assert transposed["variant"]["constexprs"] == {"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False, "ALIGNED": False}
+    assert wide["variant"]["constexprs"] == narrow  # runs of 64 rows: not the tall tile's 128
+    assert tall["variant"]["constexprs"] == {"BLOCK_R": 128, "BLOCK_C": 32, "TILED": True, "ALIGNED": True}
+    assert tall["grid"] == [2, 1, 1]
+    assert decode(tall["params"], "elementwise_strided_kernel")[3:19] == [128, 1, 128, 64, 0, 0, 1, 128, 0, 0, 64, 1,
+                                                                          0, 0, 64, 1]  # fmt: skip
+    assert [x["variant"]["constexprs"] for x in not_tall] == [narrow] * 3
     looped = r["looped"]
     assert len(looped) == 2 * 3 * 2  # three leading dims on the host, the last three in each launch
     firsts = [decode(x["params"], "elementwise_strided_kernel") for x in looped]

@@ -4,7 +4,8 @@ against torch eager and torch.compile in the same run.
 
 Two ways of launching it: as the JIT does by default (strides of 1 folded into constants: contiguity known) and as
 the wheel does (every stride a run-time value, do_not_specialize), so the gap between them shows what the AOT build
-loses.
+loses. "al" tiles take the kernel's ALIGNED path, which states in the source the alignment the JIT would specialize
+on (the wheel's C side checks it before choosing that config).
 
     python3 benchmarks/experiments/strided_transpose.py
 """
@@ -25,22 +26,37 @@ STRIDES = [f"s{t}{d}" for t in "xyo" for d in range(4)]
 AS_AOT = triton.jit(
     elementwise_strided_kernel.fn, do_not_specialize=["X", "Y", "OUT", "n_rows", "d1", "d2", "d3", *STRIDES]
 )
-TILES = [(16, 128, 4), (32, 64, 4), (64, 64, 4), (64, 64, 8), (128, 32, 4), (32, 128, 8)]
+TILES = [
+    (16, 128, 4, False),
+    (64, 64, 4, False),
+    (128, 32, 4, False),
+    (64, 64, 4, True),
+    (128, 32, 4, True),
+    (128, 32, 8, True),
+    (256, 16, 4, True),
+    (128, 64, 8, True),
+]
 
 
 def launch(kernel, xt, y, out, tile):
-    br, bc, warps = tile
+    br, bc, warps, aligned = tile
     m, n = out.shape
     strides = [0, 0, *xt.stride(), 0, 0, *y.stride(), 0, 0, *out.stride()]
     grid = (triton.cdiv(m, br) * triton.cdiv(n, bc),)
     kernel[grid](xt, y, out, m, 1, m, n, *strides, 0, 0, 0, 1.0, 0.0, 0, 0, 0.0, 0, BLOCK_R=br, BLOCK_C=bc, TILED=True,
-                 num_warps=warps)  # fmt: skip
+                 ALIGNED=aligned, num_warps=warps)  # fmt: skip
 
 
 def main() -> None:
     warm_up_gpu()
     print(f"copy {copy_bandwidth():.2f} TB/s")
-    print("shape", "eager", "compile", *[f"{r}x{c}/{w} jit | as aot" for r, c, w in TILES], sep="\t")
+    print(
+        "shape",
+        "eager",
+        "compile",
+        *[f"{r}x{c}/{w}{' al' if a else ''} jit | as aot" for r, c, w, a in TILES],
+        sep="\t",
+    )
     compiled = torch.compile(torch.add, dynamic=False)
     for m, n in ((4096, 4096), (16384, 8192)):
         xt = torch.randn(n, m, device="cuda", dtype=torch.bfloat16).T

@@ -17,13 +17,14 @@ typedef struct {
   int kinds;    /* the input dtypes it takes */
   int bool_out; /* out is bool */
   int binary;
-  int math; /* served by the flat kernel's math variant (OPS 2): its long code stays out of the light one */
+  int math;  /* the flat kernel's variant: 0 the light ops (OPS 1), 1 binary math (OPS 2), 2 unary math (OPS 3) */
+  int fixed; /* floating-point inputs have a flat binary of this op alone (FIXED_OPS in kernels_src/elementwise.py) */
 } op_info;
 
 static const op_info OPS[] = {
     [XOPSAOT_EW_ADD] = {"add", KIND_ALL, 0, 1},
     [XOPSAOT_EW_MUL] = {"mul", KIND_ALL, 0, 1},
-    [XOPSAOT_EW_DIV] = {"div", KIND_FLOAT, 0, 1, 1},
+    [XOPSAOT_EW_DIV] = {"div", KIND_FLOAT, 0, 1, 1, 1},
     [XOPSAOT_EW_DIV_TRUNC] = {"div (trunc)", KIND_FLOAT | KIND_INT, 0, 1, 1},
     [XOPSAOT_EW_DIV_FLOOR] = {"div (floor)", KIND_FLOAT | KIND_INT, 0, 1, 1},
     [XOPSAOT_EW_POW] = {"pow", KIND_FLOAT | KIND_INT, 0, 1, 1},
@@ -39,10 +40,10 @@ static const op_info OPS[] = {
     [XOPSAOT_EW_GE] = {"ge", KIND_ALL, 1, 1},
     [XOPSAOT_EW_NEG] = {"neg", KIND_FLOAT | KIND_INT, 0, 0},
     [XOPSAOT_EW_ABS] = {"abs", KIND_FLOAT | KIND_INT, 0, 0},
-    [XOPSAOT_EW_EXP] = {"exp", KIND_FLOAT, 0, 0, 1},
-    [XOPSAOT_EW_RSQRT] = {"rsqrt", KIND_FLOAT, 0, 0, 1},
-    [XOPSAOT_EW_SIN] = {"sin", KIND_FLOAT, 0, 0, 1},
-    [XOPSAOT_EW_COS] = {"cos", KIND_FLOAT, 0, 0, 1},
+    [XOPSAOT_EW_EXP] = {"exp", KIND_FLOAT, 0, 0, 2, 1},
+    [XOPSAOT_EW_RSQRT] = {"rsqrt", KIND_FLOAT, 0, 0, 2},
+    [XOPSAOT_EW_SIN] = {"sin", KIND_FLOAT, 0, 0, 2},
+    [XOPSAOT_EW_COS] = {"cos", KIND_FLOAT, 0, 0, 2},
     [XOPSAOT_EW_ISINF] = {"isinf", KIND_ALL, 1, 0},
     [XOPSAOT_EW_ISNAN] = {"isnan", KIND_ALL, 1, 0},
     [XOPSAOT_EW_BITWISE_NOT] = {"bitwise_not", KIND_INT | KIND_BOOL, 0, 0},
@@ -213,6 +214,24 @@ static xopsaot_status launch_flat(const layout *l, const void *data[OPERANDS], i
   return xo_launch(&xk_elementwise_kernel, &keys->T, &args, device, stream);
 }
 
+static int multiple_of_16(int64_t v) { return v % 16 == 0; }
+
+/* The strided kernel's aligned config may serve the launch: d3 and every operand's strides are multiples of 16 (so
+ * of 16 bytes), but for one unit stride in dim 3 (or dim 2, a transposed operand) that the kernel reads along, and
+ * every pointer it dereferences is 16-byte aligned. Operands with no unit stride in dims 2 and 3 are read element by
+ * element and need neither. */
+static int strided_aligned(void *const ptrs[OPERANDS], const int64_t stride[OPERANDS][STRIDED_DIMS], int64_t d3,
+                           const int scalar[OPERANDS]) {
+  if (!multiple_of_16(d3)) return 0;
+  for (int k = 0; k < OPERANDS; ++k) {
+    const int64_t *s = stride[k];
+    if (scalar[k] || (s[3] != 1 && s[2] != 1)) continue;
+    const int64_t other = s[3] == 1 ? s[2] : s[3];
+    if (!aligned16(ptrs[k]) || !multiple_of_16(s[0]) || !multiple_of_16(s[1]) || !multiple_of_16(other)) return 0;
+  }
+  return 1;
+}
+
 /* Up to 4 merged dims per launch; more loop over the leading ones on the host. */
 static xopsaot_status launch_strided(const layout *l, const void *data[OPERANDS], int32_t op, const scalars *sc,
                                      const xk_elementwise_kernel_keys *keys, int device, void *stream) {
@@ -239,6 +258,7 @@ static xopsaot_status launch_strided(const layout *l, const void *data[OPERANDS]
       for (int k = 0; k < OPERANDS; ++k) offset[k] += index[i] * l->stride[k][i];
     void **ptrs[OPERANDS] = {&args.X, &args.Y, &args.OUT};
     for (int k = 0; k < OPERANDS; ++k) *ptrs[k] = (char *)data[k] + offset[k] * xo_dtype_size(k == OUT ? keys->O : keys->T);
+    args.aligned = strided_aligned((void *const[]){args.X, args.Y, args.OUT}, stride, shape[3], l->scalar);
     XO_TRY(xo_launch(&xk_elementwise_strided_kernel, &skeys.T, &args, device, stream));
     int i = lead - 1;
     for (; i >= 0 && ++index[i] == l->shape[i]; --i) index[i] = 0;
@@ -331,7 +351,8 @@ xopsaot_status xopsaot_elementwise(const xopsaot_tensor *x, const xopsaot_tensor
                                 out->data};
   const scalars sc = scalar_arguments(options, dtype);
   const int32_t kernel_op = code == XOPSAOT_EW_SUB ? XOPSAOT_EW_ADD : code;
-  const xk_elementwise_kernel_keys keys = {dtype, out->dtype, info->math ? 2 : 1}; /* OPS: light or math */
+  const int fixed = info->fixed && kind_of(dtype) == KIND_FLOAT && out->dtype == dtype;
+  const xk_elementwise_kernel_keys keys = {dtype, out->dtype, 1 + info->math, fixed ? kernel_op : 0};
   int done;
   xopsaot_status st = launch_flat(&l, data, kernel_op, &sc, &keys, out->device, stream, &done);
   if (done) return st;
