@@ -195,6 +195,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                     "alternate_of": primary if v.config.alternate else None,
                     "num_warps": v.config.num_warps,
                     "num_stages": v.config.num_stages,
+                    "pdl": bool(md.get("launch_pdl")),
                     "shared": md["shared"],
                     "symbol": md["name"],
                     "hidden_args": [

@@ -93,9 +93,13 @@ def job_of(variant: Variant) -> dict[str, Any]:
         "source": str(variant.source),
         "kernel": variant.kernel.name,
         "signature": variant.signature(),
-        "constexprs": variant.constexprs,
+        "constexprs": variant.compile_constexprs,
         "attrs": variant.attrs(),
-        "options": {"num_warps": variant.config.num_warps, "num_stages": variant.config.num_stages},
+        "options": {
+            "num_warps": variant.config.num_warps,
+            "num_stages": variant.config.num_stages,
+            **({"launch_pdl": True} if variant.pdl else {}),
+        },
         "target": (variant.target.backend, variant.target.arch, 32 if variant.target.backend == "cuda" else 64),
         "env": ptxas_env(variant.target),
     }

@@ -9,7 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .spec import ALIGNED_AND_FALLBACK, ALIGNED_ONLY, TRITON_TYPES, Config, Kernel, Target, identifiers
+from .spec import (
+    ALIGNED_AND_FALLBACK,
+    ALIGNED_ONLY,
+    PDL_PARAM,
+    TRITON_TYPES,
+    Config,
+    Kernel,
+    Target,
+    has_pdl,
+    identifiers,
+)
 
 PREDICATE_BUILTINS = {"cdiv", "min", "max"}  # defined in the generated C
 
@@ -30,6 +40,17 @@ class Variant:
     def constexprs(self) -> dict[str, Any]:
         return {**dict(self.keys), **dict(self.config.constexprs)}
 
+    @property
+    def pdl(self) -> bool:
+        """The kernel waits for its predecessor (spec.PDL_PARAM) and the target can launch it early."""
+        return PDL_PARAM in self.kernel.fn.arg_names and has_pdl(self.target)
+
+    @property
+    def compile_constexprs(self) -> dict[str, Any]:
+        """constexprs plus the target's: PDL_PARAM where the kernel declares it."""
+        extra = {PDL_PARAM: self.pdl} if PDL_PARAM in self.kernel.fn.arg_names else {}
+        return {**self.constexprs, **extra}
+
     def signature(self) -> dict[str, str]:
         """The ASTSource signature: every parameter of the Triton function in order."""
         dtypes = dict(self.dtypes)
@@ -39,7 +60,7 @@ class Variant:
             star = "*" if a.is_pointer else ""
             dtype = dtypes.get(base, base)
             types[a.name] = star + TRITON_TYPES.get(dtype, dtype)
-        constexprs = self.constexprs
+        constexprs = self.compile_constexprs
         sig = {}
         for name in self.kernel.fn.arg_names:
             if name in types:

@@ -103,6 +103,18 @@ class Config:
 
 ConfigSource = Union[Sequence[Config], Callable[[Target, Mapping[str, Any]], Sequence[Config]]]
 
+# Programmatic dependent launch: a kernel with a constexpr parameter of this name (default False) waits for the
+# previous kernel in its stream before its first memory access when it is true (triton.language.extra.cuda.gdc_wait).
+# The generator sets it on targets that have the feature and compiles those variants with launch_pdl, so the runtime
+# lets their blocks start while the previous kernel finishes.
+PDL_PARAM = "PDL"
+
+
+def has_pdl(target: Target) -> bool:
+    """Programmatic dependent launch (griddepcontrol): CUDA sm_90 and later."""
+    return target.backend == "cuda" and int(target.arch) >= 90
+
+
 ALIGNED_ONLY = "only"  # compile only the hinted variant; the op layer guarantees the hints
 ALIGNED_AND_FALLBACK = "both"  # hinted variant first, unhinted fallback for anything else
 

@@ -10,6 +10,7 @@ cumsum along the last dim and dim 0, logcumsumexp; host time per call on one dec
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import (  # noqa: E402
+    bench_queued,
     copy_bandwidth,
     environment,
     host_times_us,
@@ -108,6 +110,11 @@ def main() -> None:
             "torch mul scalar": lambda: torch.mul(x, 0.5),
         }
     )
+    results["device_us_one_token"] = {
+        "xopsaot add": bench_queued(lambda: xopsaot.add(x, y)) * 1e3,
+        "torch add": bench_queued(lambda: torch.add(x, y)) * 1e3,
+    }
+    results["pdl"] = os.environ.get("XOPSAOT_PDL") != "0"
     text = markdown(results)
     write_results(args.out, results_stem(results["environment"], "elementwise"), results, text)
     print(text)
@@ -124,6 +131,10 @@ def markdown(results: dict) -> str:
     lines += peer_table(results["rows"])
     lines += ["", "Host time per call on one decode token (1 x 4096 bf16), median microseconds:", ""]
     lines += [f"- {name}: {us:.1f} us" for name, us in results["host_us_one_token"].items()]
+    launch = "with" if results["pdl"] else "without (XOPSAOT_PDL=0)"
+    lines += ["", "Device time per call on one decode token, ten calls back to back; xopsaot's kernels launched",
+              f"{launch} programmatic dependent launch:", ""]  # fmt: skip
+    lines += [f"- {name}: {us:.2f} us" for name, us in results["device_us_one_token"].items()]
     return "\n".join(lines) + "\n"
 
 

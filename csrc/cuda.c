@@ -61,7 +61,14 @@ static xopsaot_status fail_cuda(CUresult r, const char *what) {
     if (r_ != CUDA_SUCCESS) return fail_cuda(r_, what); \
   } while (0)
 
+/* Programmatic dependent launch for the variants compiled for it (their kernels wait for their predecessor first):
+ * on unless XOPSAOT_PDL=0, and only where the driver has cuLaunchKernelEx (without the attribute the wait is a
+ * no-op, so the plain launch stays correct). */
+static int use_pdl;
+
 static xopsaot_status cuda_init(int *device_count) {
+  const char *pdl = getenv("XOPSAOT_PDL");
+  use_pdl = !(pdl && strcmp(pdl, "0") == 0);
   const char *path = getenv("XOPSAOT_CUDA_DRIVER");
   if (!path || !*path) path = "libcuda.so.1";
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -241,7 +248,8 @@ static void cuda_free_async(void *ptr, void *stream) {
 static xopsaot_status cuda_launch(void *function, const xo_variant *v, const int64_t grid[3], void *stream,
                                   void **params) {
   unsigned threads = 32u * v->num_warps;
-  if (v->num_ctas == 1 && !v->cooperative && !v->pdl) {
+  const int pdl = v->pdl && use_pdl && cu.launch_kernel_ex;
+  if (v->num_ctas == 1 && !v->cooperative && !pdl) {
     CHECK(cu.launch_kernel((CUfunction)function, (unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2], threads, 1,
                            1, v->shared, (CUstream)stream, params, NULL),
           "cuLaunchKernel");
@@ -262,7 +270,7 @@ static xopsaot_status cuda_launch(void *function, const xo_variant *v, const int
     attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     attrs[n++].value.cooperative = 1;
   }
-  if (v->pdl) {
+  if (pdl) {
     attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attrs[n++].value.programmaticStreamSerializationAllowed = 1;
   }

@@ -8,6 +8,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 from kernels_src.attention import _tanh
 
 
@@ -33,8 +34,9 @@ def _activate(x, act):
 
 
 @triton.jit
-def activation_kernel(X, Y, n, act, BLOCK: tl.constexpr, ERF: tl.constexpr):
+def activation_kernel(X, Y, n, act, BLOCK: tl.constexpr, ERF: tl.constexpr, PDL: tl.constexpr = False):
     """ERF: gelu with erf whatever act says (the C launcher takes this variant for that code only)."""
+    wait_for_predecessor(PDL)
     start = tl.program_id(0).to(tl.int64) * BLOCK
     offsets = start + tl.arange(0, BLOCK)
     if ERF:
@@ -49,9 +51,10 @@ def activation_kernel(X, Y, n, act, BLOCK: tl.constexpr, ERF: tl.constexpr):
 
 
 @triton.jit
-def gated_activation_kernel(X, Gate, Y, stride_x, stride_y, d, act, BLOCK: tl.constexpr):
+def gated_activation_kernel(X, Gate, Y, stride_x, stride_y, d, act, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     """Row tl.program_id(0), columns of block tl.program_id(1): y = act(x[:d]) * gate[:d], gate's rows strided like
     x's: the second half of x's rows (silu_and_mul: Gate = X + d), or gate_linear's x2."""
+    wait_for_predecessor(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < d

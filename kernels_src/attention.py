@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 
 
 @triton.jit
@@ -215,7 +216,9 @@ def attn_fwd(
     MODS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_for_predecessor(PDL)
     # heaviest query blocks first: under causality the last blocks see the most keys
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
     head_k = tl.program_id(1) // num_splits
@@ -369,10 +372,12 @@ def attn_fwd_tma(
     BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """The common prefill case on Hopper: q, k, v read as 2-D views (tokens, heads * headdim) through tensor
     descriptors (TMA), one query head per program, head_dim == BLOCK_D, no softcap or ALiBi, one key slice.
     Windows, causality, varlen and lse follow attn_fwd. qk_scale must be positive (_online_softmax_scaled)."""
+    wait_for_predecessor(PDL)
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
     head = tl.program_id(1)
     batch = tl.program_id(2)
@@ -462,9 +467,11 @@ def attn_combine(
     write_lse,
     BLOCK_D: tl.constexpr,
     MAX_SPLITS: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Merge the split partials of one (token, head) row: out = sum_s exp(lse_s - lse) out_s. seqlen_q is the
     sequence length of dense inputs and 2^30 for packed ones (then every token is in "batch" 0)."""
+    wait_for_predecessor(PDL)
     row = tl.program_id(0).to(tl.int64)
     q_abs = row // heads
     head = row % heads
@@ -517,10 +524,12 @@ def kv_append(
     k_inv_scale,
     v_inv_scale,
     BLOCK_D: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """Write token t of k/v (batch, seqlen_new, heads_k, headdim) into the cache at cache_seqlens[b] + t,
     quantized as x * inv_scale when the cache is fp8. Positions past the cache's capacity or pages outside it are
     not written (the op layer rejects them)."""
+    wait_for_predecessor(PDL)
     t = tl.program_id(0)
     head = tl.program_id(1).to(tl.int64)
     batch = tl.program_id(2).to(tl.int64)

@@ -6,6 +6,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, f32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 from kernels_src._philox import philox4x32, uniform
 
 
@@ -23,7 +24,8 @@ def _dropout_block(X, Y, offs, keep, scale, mask, MASKED: tl.constexpr):
 
 
 @triton.jit
-def dropout_kernel(X, Y, n, p, scale, seed, offset, BLOCK: tl.constexpr):
+def dropout_kernel(X, Y, n, p, scale, seed, offset, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+    wait_for_predecessor(PDL)
     start = tl.program_id(0).to(tl.int64) * BLOCK
     counter = offset + start // 4 + tl.arange(0, BLOCK // 4)
     zero = tl.zeros((BLOCK // 4,), dtype=tl.uint32)

@@ -22,6 +22,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, f32, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 
 # Operand modes of elementwise_kernel (the C launcher picks them).
 #   0 contiguous, 1 one element, 2 row vector (i % inner), 3 column vector (i // inner), 4 the scalar argument
@@ -312,8 +313,9 @@ def _flat_block(
 @triton.jit
 def elementwise_kernel(
     X, Y, OUT, n, inner, op, mode_x, mode_y, fa, fb, ia, ib, fs, is_,
-    OPS: tl.constexpr, FIXED_OP: tl.constexpr, BLOCK: tl.constexpr,
+    OPS: tl.constexpr, FIXED_OP: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
+    wait_for_predecessor(PDL)
     start = tl.program_id(0).to(tl.int64) * BLOCK
     offs = start + tl.arange(0, BLOCK)
     inner32 = inner.to(tl.int32)  # the launcher keeps inner below 2**31 - BLOCK
@@ -387,13 +389,14 @@ def _strided_tile(
 def elementwise_strided_kernel(
     X, Y, OUT, n_rows, d1, d2, d3, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2, so3,
     op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_,
-    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, TILED: tl.constexpr, ALIGNED: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, TILED: tl.constexpr, ALIGNED: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """out[i0, i1, i2, i3] = f(x[...], y[...]) over dims (n_rows / (d1 d2), d1, d2, d3) with any strides (0 for a
     broadcast dim); scalar_x / scalar_y: that operand is the scalar argument instead. TILED: compile the path for
     tiles within one run of dim 2 (not for the narrow config of short rows, to keep its compile time). ALIGNED:
     only that path, for launches the C side found aligned (its `aligned` argument: d2 a multiple of BLOCK_R, d3 of
     16, 16-byte aligned pointers and strides multiples of 16 but for a unit one in dim 2 or 3)."""
+    wait_for_predecessor(PDL)
     tiles_c = tl.cdiv(d3, BLOCK_C)
     pid = tl.program_id(0).to(tl.int64)
     row0 = (pid // tiles_c) * BLOCK_R

@@ -6,12 +6,16 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, f32, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 
 
 @triton.jit
-def cross_entropy_kernel(Logits, Target, Loss, stride_x, n_cols, ignore_index, smoothing, BLOCK_N: tl.constexpr):
+def cross_entropy_kernel(
+    Logits, Target, Loss, stride_x, n_cols, ignore_index, smoothing, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False
+):
     """Loss[row] = logsumexp(x) - (1 - smoothing) x[target] - smoothing * mean(x): 0 for a row whose target is
     ignore_index, NaN for a target outside [0, n_cols)."""
+    wait_for_predecessor(PDL)
     row = tl.program_id(0).to(tl.int64)
     X = Logits + row * stride_x
     target = tl.load(Target + row).to(tl.int64)
@@ -42,9 +46,10 @@ def cross_entropy_kernel(Logits, Target, Loss, stride_x, n_cols, ignore_index, s
 
 
 @triton.jit
-def loss_reduce_kernel(Loss, Target, Out, n_rows, ignore_index, mean, BLOCK: tl.constexpr):
+def loss_reduce_kernel(Loss, Target, Out, n_rows, ignore_index, mean, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     """Out = the sum of Loss over rows, divided by the rows whose target is not ignore_index when `mean` (NaN
     when there are none, as in torch)."""
+    wait_for_predecessor(PDL)
     rows = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     count = tl.zeros([BLOCK], dtype=tl.int32)

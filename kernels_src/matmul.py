@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, Target, f32, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 from kernels_src.activation import _activate
 
 
@@ -56,7 +57,9 @@ def matmul_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_for_predecessor(PDL)
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, f32, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import LOOP_BLOCK, row_configs
 
 
@@ -80,7 +81,9 @@ def row_norm_kernel(
     HAS_GATE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     LOOP: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_for_predecessor(PDL)
     row = tl.program_id(0).to(tl.int64)
     X += row * stride_x
     Y += row * stride_y
@@ -170,10 +173,11 @@ def _shifted_sums(X, start, end, shift, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def group_norm_stats_kernel(X, Partials, n_elems, chunk, BLOCK_N: tl.constexpr):
+def group_norm_stats_kernel(X, Partials, n_elems, chunk, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False):
     """The first of a split group's two launches: program (group, split) sums x - x[0] and its squares over its
     chunk into Partials[group, split, 0:2]. Every split shifts by the group's first element, so the partial sums
     simply add."""
+    wait_for_predecessor(PDL)
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     X += row * n_elems
@@ -202,6 +206,7 @@ def group_norm_kernel(
     has_bias,
     BLOCK_N: tl.constexpr,
     LOOP: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     """x and y contiguous (N, C, *spatial): group `program_id(0)` is n_elems = channels_per_group * spatial
     consecutive elements, at most 2**31 - 4096, so an element's channel is a 32-bit division (a 64-bit one per element
@@ -210,6 +215,7 @@ def group_norm_kernel(
     normalized write. With few groups the C side splits each over program_id(1) in chunks: group_norm_stats_kernel
     has then written each chunk's sums to Partials, and each program adds them (in a fixed order) and writes its
     chunk."""
+    wait_for_predecessor(PDL)
     row = tl.program_id(0).to(tl.int64)
     first_channel = (tl.program_id(0) % groups) * channels_per_group
     X += row * n_elems

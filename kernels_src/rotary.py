@@ -10,6 +10,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from aot.spec import Config, Kernel, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 
 
 @triton.jit
@@ -94,12 +95,13 @@ def rotary_kernel(
     X, Y, K, COS, SIN, OFFSETS, POSITIONS, CU_SEQLENS,
     heads, heads_k, half, tail_end, n_pos, offset, total, pos_mode, varlen, interleaved,
     stride_xb, stride_xs, stride_xh, stride_yb, stride_ys, stride_yh, stride_ks, stride_kh, stride_cs,
-    BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Program (s, b, head block): token s of sequence b, its block of x's heads and of K's (rotated in place).
     Positions: s + offset (pos_mode 0), s + OFFSETS[b] (1), POSITIONS[token] (2).
     varlen: sequence b spans tokens CU_SEQLENS[b]:CU_SEQLENS[b + 1] of x (stride_xb and stride_yb are then 0), and
     the grid's last row of programs copies the tokens after the last sequence, up to `total`, unrotated."""
+    wait_for_predecessor(PDL)
     s = tl.program_id(0).to(tl.int64)
     b = tl.program_id(1)
     block = tl.program_id(2)
@@ -127,12 +129,13 @@ def rotary_kernel(
 def lrpe_cosine_kernel(
     X, THETA, Y, heads, head_dim, offset,
     stride_xb, stride_xs, stride_xh, stride_th, stride_td, stride_yb, stride_ys, stride_yh,
-    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Program (s, b, head block): y[..., :d] = x cos(t theta), y[..., d:] = x sin(t theta) with t = s + offset.
     theta is float32 with a row stride (0 when broadcast) and stride_td 1, or 0 for one value per head. The angle
     is formed and reduced to [-pi, pi] in float64 (t theta is exact there), so float32 sin and cos see a small
     argument whatever t is."""
+    wait_for_predecessor(PDL)
     s = tl.program_id(0)
     b = tl.program_id(1)
     h = tl.program_id(2) * BLOCK_H + tl.arange(0, BLOCK_H)[:, None]

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, f32, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 from kernels_src._philox import philox4x32
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -71,7 +72,9 @@ def sample_kernel(
     offset,
     first_row,
     BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    wait_for_predecessor(PDL)
     row = tl.program_id(0)
     X = Logits + row.to(tl.int64) * stride_x
     if per_row_temperature:

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
@@ -84,8 +85,9 @@ def _scan_row(X, Y, first, last, reverse, op, BLOCK_T: tl.constexpr, FORWARD: tl
 @triton.jit
 def scan_kernel(
     X, Y, CU, n, inner, batch, varlen, reverse, op,
-    BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr,
+    BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
+    wait_for_predecessor(PDL)
     segment = tl.program_id(0)
     floating: tl.constexpr = X.dtype.element_ty.is_floating()
     if BLOCK_I == 1 and varlen == 0 and reverse == 0:  # the common row: its own code, whose accesses vectorize

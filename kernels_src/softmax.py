@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Kernel, i32, i64, ptr
+from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import row_configs
 
 SOFTMAX_ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 4), (8192, 8)]  # (BLOCK_N, num_warps)
@@ -16,11 +17,13 @@ SOFTMAX_ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 4), (8192, 8)]  # (BLOCK_N, nu
 
 @triton.jit
 def softmax_kernel(
-    X, Y, stride_x, stride_y, n_cols, mode, BLOCK_N: tl.constexpr, LOOP: tl.constexpr, LSE: tl.constexpr
+    X, Y, stride_x, stride_y, n_cols, mode, BLOCK_N: tl.constexpr, LOOP: tl.constexpr, LSE: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):  # fmt: skip
     """mode 0: softmax, 1: log_softmax (rows of Y like X's), 2: logsumexp (LSE: one value per row at Y + row;
     stride_y is 0 there, so that the variants hinted for 16-aligned strides apply). A row of -inf gives logsumexp
     -inf and NaN softmax / log_softmax, as torch does."""
+    wait_for_predecessor(PDL)
     row = tl.program_id(0).to(tl.int64)
     X += row * stride_x
     if LSE:

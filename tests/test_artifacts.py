@@ -90,6 +90,13 @@ def test_elementwise_kernels_cover_every_dtype_pair():
             assert have == want, f"{kernel} {arch}: {sorted(want ^ have, key=str)}"
 
 
+def test_every_kernel_waits_for_its_predecessor_from_sm90_on():
+    """Every kernel declares aot.spec.PDL_PARAM, so its sm_90+ variants start with the wait and are launched with
+    programmatic dependent launch; older archs have neither."""
+    for v in MANIFEST["variants"]:
+        assert v["pdl"] == (v["backend"] == "cuda" and int(v["arch"][3:].rstrip("a")) >= 90), v["label"]
+
+
 def test_unaligned_rows_have_the_looping_fallback():
     """Row kernels compile unhinted variants only for the looping config (it takes any length)."""
     for kernel in ("row_norm_kernel", "group_norm_kernel", "softmax_kernel"):

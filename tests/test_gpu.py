@@ -193,6 +193,21 @@ def test_runs_on_the_current_stream(rng):
     assert_close(out, softmax64(x), "bfloat16", "softmax on a side stream")
 
 
+def test_dependent_launches_see_their_predecessors_writes(rng):
+    """From sm_90 on every kernel may start while its predecessor finishes (programmatic dependent launch) and must
+    wait before touching memory: a chain of 40 launches of three kernels, each reading the previous one's output
+    and overwriting memory the one before it read, gives NumPy's float32 result bit for bit."""
+    x = cuda(rng, (4096, 4096), "float32")
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    host = x.cpu().numpy()
+    for _ in range(20):
+        xopsaot.add(x, 1.0, out=y)  # the flat kernel
+        xopsaot.mul(y.T, 0.5, out=z.T)  # the strided kernel (transposed view of both)
+        x, z = z, x  # the next add reads z and overwrites y, which this step's mul read
+        host = (host + np.float32(1.0)) * np.float32(0.5)
+    assert np.array_equal(x.cpu().numpy(), host)
+
+
 def test_eight_threads(rng):
     errors = []
     cases = []

@@ -46,8 +46,8 @@ fake = ctypes.CDLL(os.environ["XOPSAOT_CUDA_DRIVER"]) if os.path.exists(os.envir
 class Launch(ctypes.Structure):
     _fields_ = [("image", ctypes.c_void_p), ("ctx_id", ctypes.c_ulonglong), ("name", ctypes.c_char * 128),
                 ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
-                ("cluster", ctypes.c_uint), ("stream", ctypes.c_void_p), ("nparams", ctypes.c_int),
-                ("params", ctypes.c_ulonglong * 64)]
+                ("cluster", ctypes.c_uint), ("pdl", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("nparams", ctypes.c_int), ("params", ctypes.c_ulonglong * 64)]
 
 if fake is not None:
     fake.fake_cuda_launch.restype = ctypes.POINTER(Launch)
@@ -76,7 +76,7 @@ def launches():
         v = BY_ADDRESS[l.image]
         out.append({"kernel": l.name.decode(), "grid": list(l.grid), "block": list(l.block), "smem": l.smem,
                     "stream": l.stream or 0, "ctx": l.ctx_id, "params": list(l.params[:l.nparams]),
-                    "variant": v})
+                    "pdl": l.pdl, "variant": v})
     return out
 
 def error_of(fn, *args):
@@ -576,6 +576,8 @@ def test_devices_get_the_binaries_of_their_arch(fake_driver):
     )
     errors, launches, info = r["errors"], r["launches"], r["info"]
     assert errors[0] is None and launches[0]["variant"]["arch"] == "sm_90a"
+    # programmatic dependent launch from sm_90 on: the kernel may start as its predecessor finishes (it waits first)
+    assert [x["pdl"] for x in launches] == [1] + [0] * (len(launches) - 1)
     assert errors[2][0] == "XopsaotError" and errors[2][2] == "NO_BINARY"
     assert "no binary for sm_75" in errors[2][1] and "this build has " + ", ".join(ARCHS) in errors[2][1]
     if "sm_80" in ARCHS:  # sm_80 binaries serve every 8.x GPU
@@ -590,6 +592,16 @@ def test_devices_get_the_binaries_of_their_arch(fake_driver):
         "sm_80" in ARCHS,
     ]
     assert info["devices"][2]["arch"] == "sm_75" and "no binary" in info["devices"][2]["reason"]
+
+
+@needs_sm90
+def test_pdl_can_be_turned_off(fake_driver):
+    body = """
+        _library.call("xopsaot_add", (tensor((64,)),) * 3, 0)
+        emit(launches=launches())
+    """
+    on, off = scenario(fake_driver, body), scenario(fake_driver, body, XOPSAOT_PDL="0")
+    assert [x["pdl"] for x in on["launches"]] == [1] and [x["pdl"] for x in off["launches"]] == [0]
 
 
 def test_driver_errors_are_reported(fake_driver, tmp_path):

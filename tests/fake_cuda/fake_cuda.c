@@ -53,7 +53,7 @@ typedef struct fake_launch {
   const void *image;
   unsigned long long ctx_id;
   char name[128];
-  unsigned grid[3], block[3], smem, cluster;
+  unsigned grid[3], block[3], smem, cluster, pdl;
   void *stream;
   int nparams;
   unsigned long long params[MAX_PARAMS];
@@ -282,7 +282,7 @@ CUresult cuMemFreeAsync(unsigned long long ptr, void *stream) {
 }
 
 static CUresult record(fake_function *f, const unsigned grid[3], const unsigned block[3], unsigned smem,
-                       unsigned cluster, void *stream, void **params) {
+                       unsigned cluster, unsigned pdl, void *stream, void **params) {
   if (!depth || f->module->ctx != stack[depth - 1]) return ERR_INVALID_CONTEXT; /* wrong context */
   if ((int)smem > f->max_dynamic_smem) return ERR_INVALID_VALUE;              /* no opt-in */
   pthread_mutex_lock(&lock);
@@ -300,6 +300,7 @@ static CUresult record(fake_function *f, const unsigned grid[3], const unsigned 
     memcpy(l->block, block, sizeof l->block);
     l->smem = smem;
     l->cluster = cluster;
+    l->pdl = pdl;
     l->stream = stream;
     int n = 0; /* the launcher ends the list with NULL: copy up to the expected count or the end */
     for (; n < expected_params && n < MAX_PARAMS && params[n]; ++n) memcpy(&l->params[n], params[n], 8);
@@ -313,7 +314,7 @@ CUresult cuLaunchKernel(fake_function *f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bz, unsigned smem, void *stream, void **params, void **extra) {
   (void)extra;
   const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-  return record(f, grid, block, smem, 1, stream, params);
+  return record(f, grid, block, smem, 1, 0, stream, params);
 }
 
 /* Only the fields the library sets, in CUlaunchConfig's layout. */
@@ -326,10 +327,12 @@ typedef struct {
 
 CUresult cuLaunchKernelEx(const fake_launch_config *c, fake_function *f, void **params, void **extra) {
   (void)extra;
-  unsigned cluster = 1;
-  for (unsigned i = 0; i < c->num_attrs; ++i)
+  unsigned cluster = 1, pdl = 0;
+  for (unsigned i = 0; i < c->num_attrs; ++i) {
     if (c->attrs[i].id == 4) cluster = c->attrs[i].value[0]; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
-  return record(f, c->grid, c->block, c->smem, cluster, c->stream, params);
+    if (c->attrs[i].id == 6) pdl = c->attrs[i].value[0];     /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
+  }
+  return record(f, c->grid, c->block, c->smem, cluster, pdl, c->stream, params);
 }
 
 typedef struct fake_event {
