@@ -43,12 +43,12 @@ class Variant:
     @property
     def pdl(self) -> bool:
         """The kernel waits for its predecessor (spec.PDL_PARAM) and the target can launch it early."""
-        return PDL_PARAM in self.kernel.fn.arg_names and has_pdl(self.target)
+        return self.kernel.declares_pdl and has_pdl(self.target)
 
     @property
     def compile_constexprs(self) -> dict[str, Any]:
         """constexprs plus the target's: PDL_PARAM where the kernel declares it."""
-        extra = {PDL_PARAM: self.pdl} if PDL_PARAM in self.kernel.fn.arg_names else {}
+        extra = {PDL_PARAM: self.pdl} if self.kernel.declares_pdl else {}
         return {**self.constexprs, **extra}
 
     def signature(self) -> dict[str, str]:

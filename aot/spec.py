@@ -152,6 +152,11 @@ class Kernel:
     def name(self) -> str:
         return self.fn.__name__
 
+    @property
+    def declares_pdl(self) -> bool:
+        """The kernel waits for its predecessor when its PDL_PARAM constexpr is true."""
+        return PDL_PARAM in getattr(self.fn, "arg_names", ())
+
     def int_names(self) -> set[str]:
         """Integer values grid and predicate expressions may use."""
         return {a.name for a in list(self.args) + list(self.grid_args) if a.type in ("i32", "i64")}

@@ -195,7 +195,7 @@ def test_runs_on_the_current_stream(rng):
 
 def test_dependent_launches_see_their_predecessors_writes(rng):
     """From sm_90 on every kernel may start while its predecessor finishes (programmatic dependent launch) and must
-    wait before touching memory: a chain of 40 launches of three kernels, each reading the previous one's output
+    wait before touching memory: a chain of 40 launches of two kernels, each reading the previous one's output
     and overwriting memory the one before it read, gives NumPy's float32 result bit for bit."""
     x = cuda(rng, (4096, 4096), "float32")
     y, z = torch.empty_like(x), torch.empty_like(x)
