@@ -21,6 +21,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import (  # noqa: E402
     bench,
+    bench_queued,
     copy_bandwidth,
     environment,
     peer_preamble,
@@ -100,19 +101,28 @@ def matmul_rows() -> list[dict]:
 
 
 def decode_rows() -> list[dict]:
-    """Few rows (decode batches) against a 4096 x 4096 weight: linear and gate_linear, which gates in the matmul's
-    prologue up to 16 rows and in a pass of its own past them."""
+    """Few rows (decode batches) against a layer's weight: linear (with a bias) and gate_linear (with a residual),
+    device time of queued calls. Each call reads the next of several weights, together well past the 50 MB L2, as
+    a model's successive layers do; TB/s counts the weight's bytes."""
     rows = []
-    w, bias = randn(4096, 4096, scale=4096**-0.5), randn(4096)
-    for m in (1, 16, 17, 64, 256):
-        x1, x2, res = randn(m, 4096), randn(m, 4096), randn(m, 4096)
-        row = {"m": m, "k": 4096, "n": 4096}
-        row["linear_us"] = bench(lambda: xopsaot.linear(x1, w, bias)) * 1e3
-        row["torch_linear_us"] = bench(lambda: F.linear(x1, w, bias)) * 1e3
-        row["gate_linear_us"] = bench(lambda: xopsaot.gate_linear(x1, x2, w, bias, res)) * 1e3
-        row["torch_gate_linear_us"] = bench(lambda: gated_linear(x1, x2, w, bias, res)) * 1e3
-        print(f"decode {m}: gate_linear {row['gate_linear_us']:.1f} us, torch {row['torch_gate_linear_us']:.1f}")
-        rows.append(row)
+    for n, k in ((4096, 4096), (14336, 4096)):
+        weights = [randn(n, k, scale=k**-0.5) for _ in range(max(2, -(-256 * 2**20 // (n * k * 2))))]
+        turn = iter(range(1 << 62))
+        bias = randn(n)
+
+        def w():
+            return weights[next(turn) % len(weights)]
+
+        for m in (1, 4, 16, 17, 64):
+            x1, x2, res = randn(m, k), randn(m, k), randn(m, n)
+            row = {"m": m, "k": k, "n": n}
+            row["linear_us"] = bench_queued(lambda: xopsaot.linear(x1, w(), bias)) * 1e3
+            row["torch_linear_us"] = bench_queued(lambda: F.linear(x1, w(), bias)) * 1e3
+            row["gate_linear_us"] = bench_queued(lambda: xopsaot.gate_linear(x1, x2, w(), bias, res)) * 1e3
+            row["torch_gate_linear_us"] = bench_queued(lambda: gated_linear(x1, x2, w(), bias, res)) * 1e3
+            row["linear_tbps"] = n * k * 2 / row["linear_us"] / 1e6
+            print(f"decode {m} x {k} -> {n}: linear {row['linear_us']:.1f} us, F.linear {row['torch_linear_us']:.1f}")
+            rows.append(row)
     return rows
 
 
@@ -308,16 +318,18 @@ def markdown(results: dict) -> str:
         )
     lines += [
         "",
-        "## Few rows against a 4096 x 4096 weight (bias; gate_linear with a residual), microseconds",
+        "## Few rows (decode batches): linear with a bias, gate_linear with a residual; device microseconds",
         "",
-        "gate_linear gates in the matmul's prologue up to 16 rows, in a pass of its own past them.",
+        "Calls queued behind a sleeping kernel, each reading the next of several weights (together past the L2), so",
+        "the weight streams from memory as a model's layers do. TB/s counts the weight's bytes.",
         "",
-        "| rows | linear | F.linear | gate_linear | torch unfused | gate_linear vs torch |",
-        "|---|---|---|---|---|---|",
+        "| rows | K -> N | linear | F.linear | vs F.linear | linear TB/s | gate_linear | torch unfused | vs torch |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["decode"]:
         lines.append(
-            f"| {r['m']} | {r['linear_us']:.1f} | {r['torch_linear_us']:.1f} | {r['gate_linear_us']:.1f} | "
+            f"| {r['m']} | {r['k']} -> {r['n']} | {r['linear_us']:.1f} | {r['torch_linear_us']:.1f} | "
+            f"{r['torch_linear_us'] / r['linear_us']:.2f}x | {r['linear_tbps']:.2f} | {r['gate_linear_us']:.1f} | "
             f"{r['torch_gate_linear_us']:.1f} | {r['torch_gate_linear_us'] / r['gate_linear_us']:.2f}x |"
         )
     lines += ["", "## Cross entropy (bf16 logits, int64 targets; mean, and per row)", ""]

@@ -3,7 +3,8 @@ out = act(alpha * (a @ b) + beta * input) + residual (addmm, linear; gate_linear
 
 a (M, K) has contiguous rows; b (K, N) is either N-contiguous or K-contiguous (a transposed weight); c (M, N) is
 contiguous; a batch stride of 0 broadcasts. Tiles are visited in groups of GROUP_M rows for L2 reuse; the batch
-index is folded into grid x (no 65535 limit). The K loop runs unmasked over whole blocks and peels the tail, so the
+index is folded into grid x (no 65535 limit). Decode batches take narrow tiles (16 x 32 up to 16 rows, 64 x 32
+up to 64), larger problems a 128-row tile. The K loop runs unmasked over whole blocks and peels the tail, so the
 pipelined main loop has no masks. fp16/bf16 accumulate in float32 on tensor cores; float32 is multiplied in full
 precision (no TF32).
 
@@ -141,13 +142,28 @@ def _epilogue(acc, C, Input, Residual, cm, cn, M, N, stride_cm, stride_im, strid
 def configs(target: Target, keys) -> list[Config]:
     if keys["T"] == "fp32":  # CUDA cores
         return [Config({"IEEE": True, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)]
-    if target.arch in (90, 100):  # 227 KB of shared memory: deep K tiles
+    big_smem = target.arch in (90, 100)  # 227 KB of shared memory: deep K tiles
+    # Decode batches stream the weight once. The 128-row tile gives a 4096-column weight 16 programs (0.16-0.25
+    # TB/s on an H100); narrow tiles spread it over 128: 16 x 32 tiles of 256-deep K steps up to 16 rows, 64 x 32
+    # of 128 up to 64 (2.0-2.3 and 1.9-2.0 TB/s there by a JIT sweep, cuBLAS 2.0-2.2). Aligned arguments only
+    # (fallback=False): a rare unaligned decode call takes the 128-row tile's unhinted variant.
+    decode = [
+        Config(
+            {"IEEE": False, "BLOCK_M": bm, "BLOCK_N": 32, "BLOCK_K": bk, "GROUP_M": 1},
+            num_warps=4,
+            num_stages=4 if big_smem else 3,
+            when=f"M <= {bm}",
+            fallback=False,
+        )
+        for bm, bk in ((16, 256), (64, 128))
+    ]
+    if big_smem:
         block_n, warps, stages = (256, 8, 3) if target.arch == 90 else (128, 8, 4)
         tile = {"BLOCK_M": 128, "BLOCK_N": block_n, "BLOCK_K": 64}
-        return [Config({"IEEE": False, **tile, "GROUP_M": 8}, num_warps=warps, num_stages=stages)]
+        return [*decode, Config({"IEEE": False, **tile, "GROUP_M": 8}, num_warps=warps, num_stages=stages)]
     # sm_80 serves every 8.x GPU and sm_120 is consumer Blackwell: 64 KB of stages fits their 99 KB
     tile = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}
-    return [Config({"IEEE": False, **tile, "GROUP_M": 8}, num_warps=4, num_stages=4)]
+    return [*decode, Config({"IEEE": False, **tile, "GROUP_M": 8}, num_warps=4, num_stages=4)]
 
 
 KERNELS = [

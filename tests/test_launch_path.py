@@ -316,10 +316,13 @@ def test_config_predicates_and_keys(fake_driver):
         _library.call("xopsaot_matmul", (a, b, tensor((2, 64, 48), "bfloat16")), 0)
         bt = tensor((32, 48), "bfloat16", strides=(1, 32))  # a transposed weight
         _library.call("xopsaot_matmul", (a, bt, tensor((2, 64, 48), "bfloat16")), 0)
+        _library.call("xopsaot_matmul", (tensor((16, 32), "bfloat16"), bt, tensor((16, 48), "bfloat16")), 0)
+        _library.call("xopsaot_matmul", (tensor((17, 32), "bfloat16"), bt, tensor((17, 48), "bfloat16")), 0)
+        _library.call("xopsaot_matmul", (tensor((65, 32), "bfloat16"), bt, tensor((65, 48), "bfloat16")), 0)
         emit(launches=launches())
     """,
     )
-    small, mid, loop, unaligned, residual, mm, mm_t = r["launches"]
+    small, mid, loop, unaligned, residual, mm, mm_t, decode, decode_64, past_decode = r["launches"]
     assert [v["variant"]["constexprs"]["BLOCK_N"] for v in (small, mid)] == [256, 4096]
     # a row length the hints miss takes the looping config's fallback, the only unhinted row variant
     assert unaligned["variant"]["constexprs"]["LOOP"] is True and unaligned["variant"]["aligned_args"] == []
@@ -330,6 +333,11 @@ def test_config_predicates_and_keys(fake_driver):
     assert mm_t["variant"]["keys"] == {"B_K_CONTIGUOUS": True, **plain}
     tiles = -(-64 // mm["variant"]["constexprs"]["BLOCK_M"]) * -(-48 // mm["variant"]["constexprs"]["BLOCK_N"])
     assert mm["grid"] == [tiles * 2, 1, 1]
+    # decode batches take narrow tiles, one program per 32 columns: 16 rows up to 16, 64 up to 64
+    assert decode["variant"]["when"] == "M <= 16" and decode["variant"]["constexprs"]["BLOCK_M"] == 16
+    assert decode["grid"] == [-(-48 // decode["variant"]["constexprs"]["BLOCK_N"]), 1, 1] == [2, 1, 1]
+    assert decode_64["variant"]["when"] == "M <= 64" and decode_64["variant"]["constexprs"]["BLOCK_M"] == 64
+    assert past_decode["variant"]["when"] == "" and past_decode["variant"]["constexprs"]["BLOCK_M"] == 128
 
 
 @needs_sm90

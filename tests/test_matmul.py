@@ -22,6 +22,9 @@ ACTS = ["relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"]
 GPU_USED: set[int] = set()
 # (M, K, N): ones, 17, tile edges +-1, a K tail, N that misses the 16-element alignment
 SHAPES = [(1, 1, 1), (17, 33, 17), (16, 64, 128), (128, 64, 256), (129, 65, 255), (1, 300, 64), (64, 8, 40)]
+# decode batches (the narrow tiles: 16 rows by 256-deep K steps, 64 by 128; aligned sizes): whole K steps with
+# and without a tail, a column tail, the tiles' row edges
+SHAPES += [(5, 512, 64), (16, 592, 80), (64, 272, 48), (33, 256, 32)]
 
 
 def ran(where):
