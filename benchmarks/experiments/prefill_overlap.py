@@ -3,7 +3,10 @@ overlap, written as a software-pipelined loop: "+ov") against the shipped loop o
 bf16, TMA loads, the scaled exp2 softmax of attn_fwd_tma; batch x seqlen = 16k tokens; each result's largest
 error against SDPA on a slice in parentheses.
 
-    python3 benchmarks/experiments/prefill_overlap.py
+    python3 benchmarks/experiments/prefill_overlap.py [--dims 64] [--configs 128,64,4,3;64,64,4,3] [--no-overlap]
+
+--configs sweeps BLOCK_M, BLOCK_N, warps and stages (the default: the four measured first); --no-overlap times the
+shipped loop order only.
 """
 
 import sys
@@ -75,10 +78,17 @@ def fwd(Q, K, V, Out, S, H, qk_scale, D: tl.constexpr, BM: tl.constexpr, BN: tl.
     tl.store(Out + (row0 + rows).to(tl.int64)[:, None] * (H * D) + h * D + dims[None, :], out)
 
 
+def option(name: str, default: str) -> str:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
 def main() -> None:
     torch.manual_seed(0)
-    configs = ((128, 128, 8, 3), (128, 64, 8, 3), (128, 128, 8, 2), (128, 64, 8, 4))
-    for dim, heads in ((128, 16), (64, 32)):
+    text = option("--configs", "128,128,8,3;128,64,8,3;128,128,8,2;128,64,8,4")
+    configs = [tuple(int(x) for x in c.split(",")) for c in text.split(";")]
+    dims = [int(d) for d in option("--dims", "128,64").split(",")]
+    overlaps = (False,) if "--no-overlap" in sys.argv else (False, True)
+    for dim, heads in ((d, 2048 // d) for d in dims):
         for seqlen in (4096, 8192, 16384):
             batch = 16384 // seqlen
             q, k, v = (torch.randn(batch, seqlen, heads, dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -90,7 +100,7 @@ def main() -> None:
                 )
                 results = []
                 for bm, bn, warps, stages in configs:
-                    for overlap in (False, True):
+                    for overlap in overlaps:
                         label = f"{bm}/{bn}/{warps}/{stages}{'+ov' if overlap else ''}"
                         options = {"D": dim, "BM": bm, "BN": bn, "CAUSAL": causal, "OVERLAP": overlap,
                                    "num_warps": warps, "num_stages": stages}  # fmt: skip
