@@ -1,0 +1,43 @@
+"""xopsaot.linear against F.linear (cuBLAS) from 64 to 2048 rows, bf16, no bias: device time of queued calls, each
+reading the next of several weights (together past the L2). Past 64 rows the wheel's matmul takes its 128-row
+tile, which gives a 4096-column weight few programs until the rows reach about a thousand.
+
+    python3 benchmarks/experiments/linear_rows.py
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from run import bench_queued, warm_up_gpu  # noqa: E402
+
+import xopsaot  # noqa: E402
+
+
+def main() -> None:
+    warm_up_gpu()
+    for n, k in ((4096, 4096), (14336, 4096), (4096, 14336)):
+        count = max(2, -(-256 * 2**20 // (n * k * 2)))
+        weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(count)]
+        turn = iter(range(1 << 60))
+
+        def w():
+            return weights[next(turn) % count]
+
+        for m in (64, 65, 128, 256, 512, 1024, 2048):
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            ours = bench_queued(lambda: xopsaot.linear(x, w()))
+            cublas = bench_queued(lambda: F.linear(x, w()))
+            flops = 2 * m * n * k
+            print(
+                f"{m} x {k} -> {n}: ours {ours * 1e3:.1f} us {flops / ours / 1e9:.0f} TF, "
+                f"F.linear {cublas * 1e3:.1f} us {flops / cublas / 1e9:.0f} TF, ratio {cublas / ours:.2f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
