@@ -319,10 +319,11 @@ def test_config_predicates_and_keys(fake_driver):
         _library.call("xopsaot_matmul", (tensor((16, 32), "bfloat16"), bt, tensor((16, 48), "bfloat16")), 0)
         _library.call("xopsaot_matmul", (tensor((17, 32), "bfloat16"), bt, tensor((17, 48), "bfloat16")), 0)
         _library.call("xopsaot_matmul", (tensor((65, 32), "bfloat16"), bt, tensor((65, 48), "bfloat16")), 0)
+        _library.call("xopsaot_matmul", (tensor((257, 32), "bfloat16"), bt, tensor((257, 48), "bfloat16")), 0)
         emit(launches=launches())
     """,
     )
-    small, mid, loop, unaligned, residual, mm, mm_t, decode, decode_64, past_decode = r["launches"]
+    small, mid, loop, unaligned, residual, mm, mm_t, decode, decode_64, rows_256, large = r["launches"]
     assert [v["variant"]["constexprs"]["BLOCK_N"] for v in (small, mid)] == [256, 4096]
     # a row length the hints miss takes the looping config's fallback, the only unhinted row variant
     assert unaligned["variant"]["constexprs"]["LOOP"] is True and unaligned["variant"]["aligned_args"] == []
@@ -337,7 +338,10 @@ def test_config_predicates_and_keys(fake_driver):
     assert decode["variant"]["when"] == "M <= 16" and decode["variant"]["constexprs"]["BLOCK_M"] == 16
     assert decode["grid"] == [-(-48 // decode["variant"]["constexprs"]["BLOCK_N"]), 1, 1] == [2, 1, 1]
     assert decode_64["variant"]["when"] == "M <= 64" and decode_64["variant"]["constexprs"]["BLOCK_M"] == 64
-    assert past_decode["variant"]["when"] == "" and past_decode["variant"]["constexprs"]["BLOCK_M"] == 128
+    # then 64 x 64 tiles up to 256 rows (at most 8192 columns), the 128-row tile past them
+    assert rows_256["variant"]["when"] == "M <= 256 && N <= 8192"
+    assert rows_256["variant"]["constexprs"]["BLOCK_M"] == 64 == rows_256["variant"]["constexprs"]["BLOCK_N"]
+    assert large["variant"]["when"] == "" and large["variant"]["constexprs"]["BLOCK_M"] == 128
 
 
 @needs_sm90
@@ -427,7 +431,7 @@ def test_gemm_epilogue_and_gate_arguments(fake_driver):
     sizes_strides = [100, 48, 64, 0, 64, 0, 64, 0, 48, 0, 1, 48]  # M, N, K; strides az am bz b cz cm im in rm
     assert p[:22] == pointers + sizes_strides + [1.0, 1.0, 1, 1, 3]  # alpha, beta, has_input, has_residual, act
     assert linear["variant"]["keys"] == {"B_K_CONTIGUOUS": True, "EPILOGUE": True}
-    assert linear["grid"][0] == 1  # one 128 x 256 tile
+    assert linear["grid"][0] == 2  # two 64 x 64 tiles: 100 rows take them (up to 256)
     p = decode(addmm["params"], "matmul_kernel")
     assert p[3] == C + 2**20 and p[14:16] == [1, 0] and p[18] == 0.5 and p[19:21] == [1, 0]
     assert addmm["variant"]["keys"]["B_K_CONTIGUOUS"] is False

@@ -25,6 +25,8 @@ SHAPES = [(1, 1, 1), (17, 33, 17), (16, 64, 128), (128, 64, 256), (129, 65, 255)
 # decode batches (the narrow tiles: 16 rows by 256-deep K steps, 64 by 128; aligned sizes): whole K steps with
 # and without a tail, a column tail, the tiles' row edges
 SHAPES += [(5, 512, 64), (16, 592, 80), (64, 272, 48), (33, 256, 32)]
+# 65 to 256 rows (64 x 64 tiles up to 8192 columns), and past 256 rows the 128-row tile's aligned variant
+SHAPES += [(65, 128, 96), (300, 64, 48)]
 
 
 def ran(where):
