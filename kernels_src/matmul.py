@@ -143,31 +143,28 @@ def configs(target: Target, keys) -> list[Config]:
     if keys["T"] == "fp32":  # CUDA cores
         return [Config({"IEEE": True, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)]
     big_smem = target.arch in (90, 100)  # 227 KB of shared memory: deep K tiles
+    deep = 4 if big_smem else 3  # stages of the narrow tiles: 3 within the 99 KB parts (sm_80 serves every 8.x GPU)
     # Decode batches stream the weight once. The 128-row tile gives a 4096-column weight 16 programs (0.16-0.25
     # TB/s on an H100); narrow tiles spread it over 128: 16 x 32 tiles of 256-deep K steps up to 16 rows, 64 x 32
-    # of 128 up to 64 (2.0-2.3 and 1.9-2.0 TB/s there by a JIT sweep, cuBLAS 2.0-2.2). Aligned arguments only
-    # (fallback=False): a rare unaligned decode call takes the 128-row tile's unhinted variant.
+    # of 128 up to 64 (2.0-2.3 and 1.9-2.0 TB/s there by a JIT sweep, cuBLAS 2.0-2.2). Up to 256 rows on a weight
+    # of at most 8192 columns the 128-row tile still leaves most SMs idle (16-64 programs for 4096 columns:
+    # 0.36-0.46x cuBLAS); 64 x 64 tiles give it 4x as many. Aligned arguments only (fallback=False): a rare
+    # unaligned call takes the 128-row tile's unhinted variant.
+    narrow = [  # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, when
+        (16, 32, 256, 1, deep, "M <= 16"),
+        (64, 32, 128, 1, deep, "M <= 64"),
+        (64, 64, 64, 8, 4, "M <= 256 && N <= 8192"),
+    ]
     decode = [
         Config(
-            {"IEEE": False, "BLOCK_M": bm, "BLOCK_N": 32, "BLOCK_K": bk, "GROUP_M": 1},
+            {"IEEE": False, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group},
             num_warps=4,
-            num_stages=4 if big_smem else 3,
-            when=f"M <= {bm}",
+            num_stages=num_stages,
+            when=when,
             fallback=False,
         )
-        for bm, bk in ((16, 256), (64, 128))
+        for bm, bn, bk, group, num_stages, when in narrow
     ]
-    # Up to 256 rows on a weight of at most 8192 columns the 128-row tile still leaves most SMs idle (16-64
-    # programs for 4096 columns: 0.36-0.46x cuBLAS); 64 x 64 tiles give it 4x as many
-    decode.append(
-        Config(
-            {"IEEE": False, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8},
-            num_warps=4,
-            num_stages=4,
-            when="M <= 256 && N <= 8192",
-            fallback=False,
-        )
-    )
     if big_smem:
         block_n, warps, stages = (256, 8, 3) if target.arch == 90 else (128, 8, 4)
         tile = {"BLOCK_M": 128, "BLOCK_N": block_n, "BLOCK_K": 64}
