@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import (  # noqa: E402
+    Rotation,
     bench,
     bench_queued,
     copy_bandwidth,
@@ -106,13 +107,8 @@ def decode_rows() -> list[dict]:
     a model's successive layers do; TB/s counts the weight's bytes."""
     rows = []
     for n, k in ((4096, 4096), (14336, 4096)):
-        weights = [randn(n, k, scale=k**-0.5) for _ in range(max(2, -(-256 * 2**20 // (n * k * 2))))]
-        turn = iter(range(1 << 62))
+        w = Rotation(lambda n=n, k=k: randn(n, k, scale=k**-0.5)).next
         bias = randn(n)
-
-        def w():
-            return weights[next(turn) % len(weights)]
-
         for m in (1, 4, 16, 17, 64):
             x1, x2, res = randn(m, k), randn(m, k), randn(m, n)
             row = {"m": m, "k": k, "n": n}

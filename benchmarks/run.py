@@ -61,6 +61,21 @@ def bench_queued(fn, calls: int = 10, reps: int = 30) -> float:
     return statistics.median(samples)
 
 
+class Rotation:
+    """Several tensors from `make`, together at least `total` bytes (past an H100's 50 MB L2), handed out in turn:
+    a timed call that takes the next one reads it from memory, as a model's successive layers read theirs."""
+
+    def __init__(self, make, total: int = 256 * 2**20) -> None:
+        first = make()
+        count = max(2, -(-total // (first.numel() * first.element_size())))
+        self.tensors = [first] + [make() for _ in range(count - 1)]
+        self.turn = 0
+
+    def next(self) -> torch.Tensor:
+        self.turn = (self.turn + 1) % len(self.tensors)
+        return self.tensors[self.turn]
+
+
 def warm_up_gpu(seconds: float = 2.0) -> None:
     """Run matrix products for a while so clocks have ramped up before the first measurement."""
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)

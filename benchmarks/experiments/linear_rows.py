@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from run import bench_queued, warm_up_gpu  # noqa: E402
+from run import Rotation, bench_queued, warm_up_gpu  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -20,13 +20,7 @@ import xopsaot  # noqa: E402
 def main() -> None:
     warm_up_gpu()
     for n, k in ((4096, 4096), (14336, 4096), (4096, 14336)):
-        count = max(2, -(-256 * 2**20 // (n * k * 2)))
-        weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(count)]
-        turn = iter(range(1 << 60))
-
-        def w():
-            return weights[next(turn) % count]
-
+        w = Rotation(lambda n=n, k=k: torch.randn(n, k, device="cuda", dtype=torch.bfloat16)).next
         for m in (64, 65, 128, 256, 512, 1024, 2048):
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             ours = bench_queued(lambda: xopsaot.linear(x, w()))

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from run import bench_queued, warm_up_gpu  # noqa: E402
+from run import Rotation, bench_queued, warm_up_gpu  # noqa: E402
 
 from kernels_src.matmul import matmul_kernel  # noqa: E402
 
@@ -30,19 +30,6 @@ TILES = [  # BLOCK_M, BLOCK_N, BLOCK_K, warps, stages
     (16, 32, 256, 8, 4),
 ]
 SHAPES = [(4096, 4096), (1024, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]  # N, K
-
-
-class Rotation:
-    """Several weights of one shape, used in turn."""
-
-    def __init__(self, n: int, k: int) -> None:
-        count = max(2, -(-256 * 2**20 // (n * k * 2)))
-        self.weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k**-0.5 for _ in range(count)]
-        self.i = 0
-
-    def next(self) -> torch.Tensor:
-        self.i = (self.i + 1) % len(self.weights)
-        return self.weights[self.i]
 
 
 def launch(x, w, out, tile):
@@ -67,15 +54,15 @@ def main() -> None:
     warm_up_gpu()
     print("M N K", "F.linear", *["/".join(map(str, t)) for t in TILES], sep="\t")
     for n, k in SHAPES:
-        rot = Rotation(n, k)
+        rot = Rotation(lambda n=n, k=k: torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k**-0.5)
         for m in row_counts:
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            ref = F.linear(x.double(), rot.weights[0].double())
+            ref = F.linear(x.double(), rot.tensors[0].double())
             cells = [f"{n * k * 2 / bench_queued(lambda: F.linear(x, rot.next())) / 1e9:.2f}"]
             for tile in TILES:
                 out.fill_(float("nan"))
-                launch(x, rot.weights[0], out, tile)
+                launch(x, rot.tensors[0], out, tile)
                 err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
                 ms = bench_queued(lambda tile=tile: launch(x, rot.next(), out, tile))
                 cells.append(f"{n * k * 2 / ms / 1e9:.2f}" + ("" if err < 1e-2 else f" (err {err:.0e})"))
