@@ -162,19 +162,21 @@ def lrpe_cosine_kernel(
 
 def _rotary_configs() -> list[Config]:
     """Tiles of 4096 to 8192 elements (a block of heads by 2 * BLOCK_HALF columns), looping past rotary dims of 256:
-    the larger tiles read 3-4% faster than 2048-element ones on the H100 (benchmarks/experiments/rotary_tiles.py)."""
+    the larger tiles read 3-4% faster than 2048-element ones on the H100 (benchmarks/experiments/rotary_tiles.py).
+    Calls that miss the alignment hints (a rotary half not a multiple of 8, odd strides: rare) all take the last
+    tile, which serves any size (a build-time trim)."""
     return [
-        Config({"BLOCK_HALF": 32, "BLOCK_H": 64}, num_warps=4, when="half <= 32"),
-        Config({"BLOCK_HALF": 64, "BLOCK_H": 32}, num_warps=4, when="half <= 64"),
+        Config({"BLOCK_HALF": 32, "BLOCK_H": 64}, num_warps=4, when="half <= 32", fallback=False),
+        Config({"BLOCK_HALF": 64, "BLOCK_H": 32}, num_warps=4, when="half <= 64", fallback=False),
         Config({"BLOCK_HALF": 128, "BLOCK_H": 16}, num_warps=4),
     ]
 
 
 def _lrpe_configs() -> list[Config]:
     """Blocks of 16 heads by 64 columns, looping past 64: faster than 128-column blocks, whose sin and cos run out
-    of registers (same experiment)."""
+    of registers (same experiment). Unaligned calls take the last tile, as in _rotary_configs."""
     return [
-        Config({"BLOCK_D": 32, "BLOCK_H": 32}, num_warps=4, when="head_dim <= 32"),
+        Config({"BLOCK_D": 32, "BLOCK_H": 32}, num_warps=4, when="head_dim <= 32", fallback=False),
         Config({"BLOCK_D": 64, "BLOCK_H": 16}, num_warps=4),
     ]
 
