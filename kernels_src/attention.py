@@ -17,10 +17,10 @@ written into the cache by `kv_append` before attention runs.
 Head dims up to 256: tiles are 64, 128 or 256 wide (BLOCK_D) and the lanes past `head_dim` are masked; the
 hint that head_dim and the strides are multiples of 8 keeps the loads 16 bytes wide.
 
-A cache may hold fp8 e4m3 (KV = "e4m3", raw bytes): keys and values are decoded to 16-bit floats on load by bit
-arithmetic (any target, no fp8 instructions needed) and the per-tensor scales are folded into the score scale
-(k_scale) and the output (v_scale); kv_append quantizes new entries with round-to-nearest-even, saturating at
-+-448.
+A cache may hold fp8 e4m3 (KV = "e4m3", raw bytes): keys and values are decoded to 16-bit floats on load, by the
+target's conversion instructions where it has them (sm_89 and later), else by bit arithmetic (sm_80), and the
+per-tensor scales are folded into the score scale (k_scale) and the output (v_scale); kv_append quantizes new
+entries with round-to-nearest-even, saturating at +-448.
 """
 
 import json
@@ -47,6 +47,17 @@ def _from_e4m3(bits):
     b = bits.to(tl.uint16)
     half = ((b & 0x80) << 8) | ((b & 0x7F) << 7)
     return half.to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def _decode_cache(bits, dtype: tl.constexpr, NATIVE_FP8: tl.constexpr):
+    """A block of fp8 cache bytes in the queries' dtype: by the targets' conversion instructions (cvt from e4m3x2,
+    sm_89 and later) at their true values, else by _from_e4m3's bit arithmetic at 2^-8 of them. An fp8 decode
+    step is bound by this arithmetic, not by memory (attn_fwd's NATIVE_FP8)."""
+    if NATIVE_FP8:
+        return bits.to(tl.float8e4nv, bitcast=True).to(dtype)
+    else:
+        return _from_e4m3(bits).to(dtype)
 
 
 @triton.jit
@@ -93,6 +104,7 @@ def _attend_block(
     MODS: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    NATIVE_FP8: tl.constexpr,
 ):
     cols = start_n + tl.arange(0, BLOCK_N)
     dims = tl.arange(0, BLOCK_D)
@@ -113,12 +125,12 @@ def _attend_block(
             load_mask = dim_ok[None, :]
     k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0)
     if K.dtype.element_ty == tl.uint8:
-        k = _from_e4m3(k).to(q.dtype)
+        k = _decode_cache(k, q.dtype, NATIVE_FP8)
     s = _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, has_alibi, qk_scale, softcap_log2e,
                 MASKED, MODS)  # fmt: skip
     v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0)
     if V.dtype.element_ty == tl.uint8:
-        v = _from_e4m3(v).to(q.dtype)
+        v = _decode_cache(v, q.dtype, NATIVE_FP8)
     return _online_softmax(acc, m_i, l_i, s, v)
 
 
@@ -216,9 +228,13 @@ def attn_fwd(
     MODS: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    NATIVE_FP8: tl.constexpr,
     PDL: tl.constexpr = False,
 ):
     wait_for_predecessor(PDL)
+    if NATIVE_FP8:  # the cache decodes to its true values: take out the 2^8 the scales carry for _from_e4m3
+        qk_scale = qk_scale * 0.00390625
+        v_scale = v_scale * 0.00390625
     # heaviest query blocks first: under causality the last blocks see the most keys
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
     head_k = tl.program_id(1) // num_splits
@@ -293,13 +309,13 @@ def attn_fwd(
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
             page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
-            qk_scale, softcap_log2e, True, PAGED, MODS, BLOCK_N, BLOCK_D,
+            qk_scale, softcap_log2e, True, PAGED, MODS, BLOCK_N, BLOCK_D, NATIVE_FP8,
         )  # fmt: skip
     for start_n in range(tl.maximum(u_lo, s_lo), tl.minimum(u_hi, s_hi), BLOCK_N):
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
             page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
-            qk_scale, softcap_log2e, False, PAGED, MODS, BLOCK_N, BLOCK_D,
+            qk_scale, softcap_log2e, False, PAGED, MODS, BLOCK_N, BLOCK_D, NATIVE_FP8,
         )  # fmt: skip
 
     seen = l_i > 0
@@ -568,14 +584,19 @@ def cache_dtypes_match(keys) -> bool:
     return keys["KV"] == keys["T"] or (keys["KV"] == "e4m3" and not keys.get("MODS"))
 
 
-def bucket_configs(bucket, when: str, with_alternates: bool) -> list[Config]:
+def bucket_configs(bucket, when: str, with_alternates: bool, extra: dict | None = None) -> list[Config]:
     """A table bucket's config, then (for XOPSAOT_AUTOTUNE) its alternates; entries are [BLOCK_M, BLOCK_N,
-    num_warps, num_stages]."""
+    num_warps, num_stages]. `extra` constexprs join every one."""
     entries = [bucket["config"]] + (bucket.get("alternates", []) if with_alternates else [])
     return [
-        Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages, when=when, alternate=i > 0)
+        Config({"BLOCK_M": bm, "BLOCK_N": bn, **(extra or {})}, warps, stages, when=when, alternate=i > 0)
         for i, (bm, bn, warps, stages) in enumerate(entries)
     ]
+
+
+def native_fp8(target: Target, keys) -> bool:
+    """An fp8 cache on a target with e4m3 conversion instructions (CUDA sm_89 and later)."""
+    return keys["KV"] == "e4m3" and target.backend == "cuda" and int(target.arch) >= 89
 
 
 def attention_configs(target: Target, keys) -> list[Config]:
@@ -589,7 +610,8 @@ def attention_configs(target: Target, keys) -> list[Config]:
     name = f"{keys['BLOCK_D']}/paged" if keys["PAGED"] and f"{keys['BLOCK_D']}/paged" in tiles else str(keys["BLOCK_D"])
     for bucket in tiles[name]:
         when = "" if bucket["max_rows"] is None else f"seqlen_q * group <= {int(bucket['max_rows'])}"
-        configs += bucket_configs(bucket, when, keys["KV"] == keys["T"] and not keys["MODS"])
+        extra = {"NATIVE_FP8": native_fp8(target, keys)}
+        configs += bucket_configs(bucket, when, keys["KV"] == keys["T"] and not keys["MODS"], extra)
     return configs
 
 

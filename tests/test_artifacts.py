@@ -70,6 +70,18 @@ def test_manifest_lists_every_promised_variant(op):
             assert (dtype, tuple(sorted(zip(keys, values)))) in have, f"{op} {arch} {dtype} {values} missing"
 
 
+def test_fp8_cache_variants_decode_natively_where_the_target_can():
+    """attn_fwd's fp8-cache variants on every arch, decoding e4m3 by conversion instructions from sm_89 on and by
+    bit arithmetic before (NATIVE_FP8); 16-bit caches never take that path."""
+    variants = [v for v in MANIFEST["variants"] if v["kernel"] == "attn_fwd"]
+    for arch in MANIFEST["archs"]:
+        fp8 = [v for v in variants if v["arch"] == arch and v["dtypes"]["KV"] == "float8_e4m3fn"]
+        assert {v["dtypes"]["T"] for v in fp8} == {"float16", "bfloat16"}, arch
+        native = int(arch.removeprefix("sm_").rstrip("a")) >= 89
+        assert {v["constexprs"]["NATIVE_FP8"] for v in fp8} == {native}, arch
+    assert not any(v["constexprs"]["NATIVE_FP8"] for v in variants if v["dtypes"]["KV"] != "float8_e4m3fn")
+
+
 def test_elementwise_kernels_cover_every_dtype_pair():
     """Both elementwise kernels, per arch: each input dtype with its own output and with bool (the comparisons);
     the flat kernel's binary math variants (OPS 2) for every non-bool input with its own output, its unary math
