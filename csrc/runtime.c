@@ -339,6 +339,12 @@ static xopsaot_status explain_no_variant(const xo_kernel *k, const int32_t *keys
                  k->name, arch_name, d->props.smem_optin);
 }
 
+int xo_has_keys(const xo_kernel *k, const int32_t *keys) {
+  for (int i = 0; i < k->n_variants; ++i)
+    if (!memcmp(k->variants[i].keys, keys, (size_t)k->n_keys * sizeof *keys)) return 1;
+  return 0;
+}
+
 xopsaot_status xo_require_key(const xo_kernel *k, int key, int32_t value, const char *what) {
   for (int i = 0; i < k->n_variants; ++i)
     if (k->variants[i].keys[key] == value) return XOPSAOT_SUCCESS;

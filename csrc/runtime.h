@@ -83,6 +83,9 @@ xopsaot_status xo_fail(xopsaot_status status, const char *fmt, ...) XO_INTERNAL
     if (xo_status_) return xo_status_;   \
   } while (0)
 
+/* Whether `kernel` has a variant with exactly these key values on any target. */
+int xo_has_keys(const xo_kernel *kernel, const int32_t *keys) XO_INTERNAL;
+
 /* Is value compiled for key `key` of `kernel` on any target? If not, fails with a message naming `what`
  * and listing the compiled values. */
 xopsaot_status xo_require_key(const xo_kernel *kernel, int key, int32_t value, const char *what) XO_INTERNAL;

@@ -432,7 +432,7 @@ def type_pairs(values) -> bool:
 
 
 # Math ops with a binary of their own (FIXED_OP, floating point only), the common ones: without the other ops' code
-# division runs 3% faster, exp 1% (benchmarks/experiments/exp_math.py).
+# division runs 3% faster, exp 1% (benchmarks/experiments/exp_math.py). The C side looks for them by their keys.
 FIXED_OPS = {2: 2, 18: 3}  # op code -> its OPS group
 
 

@@ -17,14 +17,13 @@ typedef struct {
   int kinds;    /* the input dtypes it takes */
   int bool_out; /* out is bool */
   int binary;
-  int math;  /* the flat kernel's variant: 0 the light ops (OPS 1), 1 binary math (OPS 2), 2 unary math (OPS 3) */
-  int fixed; /* floating-point inputs have a flat binary of this op alone (FIXED_OPS in kernels_src/elementwise.py) */
+  int math; /* the flat kernel's variant: 0 the light ops (OPS 1), 1 binary math (OPS 2), 2 unary math (OPS 3) */
 } op_info;
 
 static const op_info OPS[] = {
     [XOPSAOT_EW_ADD] = {"add", KIND_ALL, 0, 1},
     [XOPSAOT_EW_MUL] = {"mul", KIND_ALL, 0, 1},
-    [XOPSAOT_EW_DIV] = {"div", KIND_FLOAT, 0, 1, 1, 1},
+    [XOPSAOT_EW_DIV] = {"div", KIND_FLOAT, 0, 1, 1},
     [XOPSAOT_EW_DIV_TRUNC] = {"div (trunc)", KIND_FLOAT | KIND_INT, 0, 1, 1},
     [XOPSAOT_EW_DIV_FLOOR] = {"div (floor)", KIND_FLOAT | KIND_INT, 0, 1, 1},
     [XOPSAOT_EW_POW] = {"pow", KIND_FLOAT | KIND_INT, 0, 1, 1},
@@ -40,7 +39,7 @@ static const op_info OPS[] = {
     [XOPSAOT_EW_GE] = {"ge", KIND_ALL, 1, 1},
     [XOPSAOT_EW_NEG] = {"neg", KIND_FLOAT | KIND_INT, 0, 0},
     [XOPSAOT_EW_ABS] = {"abs", KIND_FLOAT | KIND_INT, 0, 0},
-    [XOPSAOT_EW_EXP] = {"exp", KIND_FLOAT, 0, 0, 2, 1},
+    [XOPSAOT_EW_EXP] = {"exp", KIND_FLOAT, 0, 0, 2},
     [XOPSAOT_EW_RSQRT] = {"rsqrt", KIND_FLOAT, 0, 0, 2},
     [XOPSAOT_EW_SIN] = {"sin", KIND_FLOAT, 0, 0, 2},
     [XOPSAOT_EW_COS] = {"cos", KIND_FLOAT, 0, 0, 2},
@@ -219,16 +218,24 @@ static int multiple_of_16(int64_t v) { return v % 16 == 0; }
 /* The strided kernel's aligned config may serve the launch: d3 and every operand's strides are multiples of 16 (so
  * of 16 bytes), but for one unit stride in dim 3 (or dim 2, a transposed operand) that the kernel reads along, and
  * every pointer it dereferences is 16-byte aligned. Operands with no unit stride in dims 2 and 3 are read element by
- * element and need neither. */
-static int strided_aligned(void *const ptrs[OPERANDS], const int64_t stride[OPERANDS][STRIDED_DIMS], int64_t d3,
-                           const int scalar[OPERANDS]) {
+ * element and need neither. The shape and strides are checked once per call, the pointers once per launch. */
+static int vector_operand(const int64_t s[STRIDED_DIMS], int scalar) { return !scalar && (s[3] == 1 || s[2] == 1); }
+
+static int strides_aligned(const int64_t stride[OPERANDS][STRIDED_DIMS], int64_t d3, const int scalar[OPERANDS]) {
   if (!multiple_of_16(d3)) return 0;
   for (int k = 0; k < OPERANDS; ++k) {
     const int64_t *s = stride[k];
-    if (scalar[k] || (s[3] != 1 && s[2] != 1)) continue;
     const int64_t other = s[3] == 1 ? s[2] : s[3];
-    if (!aligned16(ptrs[k]) || !multiple_of_16(s[0]) || !multiple_of_16(s[1]) || !multiple_of_16(other)) return 0;
+    if (vector_operand(s, scalar[k]) && (!multiple_of_16(s[0]) || !multiple_of_16(s[1]) || !multiple_of_16(other)))
+      return 0;
   }
+  return 1;
+}
+
+static int pointers_aligned(void *const ptrs[OPERANDS], const int64_t stride[OPERANDS][STRIDED_DIMS],
+                            const int scalar[OPERANDS]) {
+  for (int k = 0; k < OPERANDS; ++k)
+    if (vector_operand(stride[k], scalar[k]) && !aligned16(ptrs[k])) return 0;
   return 1;
 }
 
@@ -251,6 +258,7 @@ static xopsaot_status launch_strided(const layout *l, const void *data[OPERANDS]
       .op = op, .scalar_x = l->scalar[X], .scalar_y = l->scalar[Y],
       .fa = sc->fa, .fb = sc->fb, .ia = sc->ia, .ib = sc->ib, .fs = sc->fs, .is_ = sc->is};
   const xk_elementwise_strided_kernel_keys skeys = {keys->T, keys->O};
+  const int aligned_strides = strides_aligned(stride, shape[3], l->scalar);
   int64_t index[XOPSAOT_MAX_NDIM] = {0};
   for (;;) {
     int64_t offset[OPERANDS] = {0, 0, 0};
@@ -258,7 +266,7 @@ static xopsaot_status launch_strided(const layout *l, const void *data[OPERANDS]
       for (int k = 0; k < OPERANDS; ++k) offset[k] += index[i] * l->stride[k][i];
     void **ptrs[OPERANDS] = {&args.X, &args.Y, &args.OUT};
     for (int k = 0; k < OPERANDS; ++k) *ptrs[k] = (char *)data[k] + offset[k] * xo_dtype_size(k == OUT ? keys->O : keys->T);
-    args.aligned = strided_aligned((void *const[]){args.X, args.Y, args.OUT}, stride, shape[3], l->scalar);
+    args.aligned = aligned_strides && pointers_aligned((void *const[]){args.X, args.Y, args.OUT}, stride, l->scalar);
     XO_TRY(xo_launch(&xk_elementwise_strided_kernel, &skeys.T, &args, device, stream));
     int i = lead - 1;
     for (; i >= 0 && ++index[i] == l->shape[i]; --i) index[i] = 0;
@@ -351,8 +359,9 @@ xopsaot_status xopsaot_elementwise(const xopsaot_tensor *x, const xopsaot_tensor
                                 out->data};
   const scalars sc = scalar_arguments(options, dtype);
   const int32_t kernel_op = code == XOPSAOT_EW_SUB ? XOPSAOT_EW_ADD : code;
-  const int fixed = info->fixed && kind_of(dtype) == KIND_FLOAT && out->dtype == dtype;
-  const xk_elementwise_kernel_keys keys = {dtype, out->dtype, 1 + info->math, fixed ? kernel_op : 0};
+  /* the op's own flat binary where one is compiled (FIXED_OPS in kernels_src/elementwise.py), else its group's */
+  xk_elementwise_kernel_keys keys = {dtype, out->dtype, 1 + info->math, kernel_op};
+  if (!xo_has_keys(&xk_elementwise_kernel, &keys.T)) keys.FIXED_OP = 0;
   int done;
   xopsaot_status st = launch_flat(&l, data, kernel_op, &sc, &keys, out->device, stream, &done);
   if (done) return st;
