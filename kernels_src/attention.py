@@ -28,6 +28,7 @@ from pathlib import Path
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
 from kernels_src._pdl import wait_for_predecessor
@@ -89,6 +90,7 @@ def _attend_block(
     stride_vp,
     stride_vs,
     page_size,
+    page_shift,
     n_pages,
     max_pages,
     dim_ok,
@@ -110,7 +112,10 @@ def _attend_block(
     dims = tl.arange(0, BLOCK_D)
     if PAGED:
         # each key row finds its page; rows past the table or pages outside the cache load nothing
-        slot = cols // page_size
+        if page_shift >= 0:  # a power-of-two page: a shift, not an integer division per key row
+            slot = cols >> page_shift
+        else:
+            slot = cols // page_size
         page = tl.load(BlockTable + slot, mask=(slot < max_pages) & (cols < k_len), other=-1)
         within = (cols - slot * page_size).to(tl.int64)
         k_rows = page.to(tl.int64) * stride_kp + within * stride_ks
@@ -264,6 +269,11 @@ def attn_fwd(
     q_rows += head.to(tl.int64) * stride_qh
     q = tl.load(Q + q_rows[:, None] + dims[None, :], mask=row_ok[:, None] & dim_ok[None, :], other=0.0)
 
+    page_shift = -1
+    if PAGED and BLOCK_M > 16:
+        # log2 of a power-of-two page size (the common case), else -1. Chunked prefill gains (bf16 9%, fp8 4% on an
+        # H100); decode tiles keep the division, which a shift made 3.5% slower for fp8 at batch 64
+        page_shift = tl.where((page_size & (page_size - 1)) == 0, 31 - libdevice.clz(page_size), -1)
     if PAGED:
         K += head_k.to(tl.int64) * stride_kh
         V += head_k.to(tl.int64) * stride_vh
@@ -308,13 +318,13 @@ def attn_fwd(
         start_n = tl.where(i < n_lead, lead + i * BLOCK_N, trail + (i - n_lead) * BLOCK_N)
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
-            page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
+            page_size, page_shift, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
             qk_scale, softcap_log2e, True, PAGED, MODS, BLOCK_N, BLOCK_D, NATIVE_FP8,
         )  # fmt: skip
     for start_n in range(tl.maximum(u_lo, s_lo), tl.minimum(u_hi, s_hi), BLOCK_N):
         acc, m_i, l_i = _attend_block(
             acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
-            page_size, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
+            page_size, page_shift, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
             qk_scale, softcap_log2e, False, PAGED, MODS, BLOCK_N, BLOCK_D, NATIVE_FP8,
         )  # fmt: skip
 

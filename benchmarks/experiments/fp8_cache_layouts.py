@@ -1,7 +1,8 @@
-"""flash_attn_with_kvcache with a float8_e4m3fn cache, contiguous and paged (pages of 16), against the same
-cache in bf16: decode (GQA 32:8, head dim 128) at the attention benchmark's three shapes and one chunked-prefill
-step (512 queries against 8k cached keys). Milliseconds per call inside CUDA graphs, one JSON line per shape.
-Run once per installed build to compare them (e.g. PYTHONPATH=/tmp/old, then /tmp/new).
+"""flash_attn_with_kvcache with a float8_e4m3fn cache, contiguous and paged (pages of 16, one permuted table),
+against the same cache in bf16 (contiguous and paged): decode (GQA 32:8, head dim 128) at the attention
+benchmark's three shapes and one chunked-prefill step (512 queries against 8k cached keys). Milliseconds per call
+inside CUDA graphs, one JSON line per shape. Run once per installed build to compare them (e.g.
+PYTHONPATH=/tmp/old, then /tmp/new).
 
     python benchmarks/experiments/fp8_cache_layouts.py LABEL
 """
@@ -28,7 +29,11 @@ def main() -> None:
         q = torch.randn(batch, seqlen_q, heads, dim, device="cuda", dtype=torch.bfloat16)
         kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         k8, v8 = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
-        kp, table = paged_view(k8.view(torch.uint8), 16)
+        kbp, table = paged_view(kc, 16)
+        vbp = torch.empty_like(kbp)
+        vbp[table.view(-1).long()] = vc.reshape(-1, 16, heads_k, dim)
+        kp = torch.empty(kbp.shape, device="cuda", dtype=torch.uint8)  # the same pages, in fp8
+        kp[table.view(-1).long()] = k8.view(torch.uint8).reshape(-1, 16, heads_k, dim)
         vp = torch.empty_like(kp)
         vp[table.view(-1).long()] = v8.view(torch.uint8).reshape(-1, 16, heads_k, dim)
         kp, vp = kp.view(torch.float8_e4m3fn), vp.view(torch.float8_e4m3fn)
@@ -39,6 +44,8 @@ def main() -> None:
                                                             validate=False),
             "fp8": lambda: xopsaot.flash_attn_with_kvcache(q, k8, v8, cache_seqlens=lengths, causal=causal,
                                                            validate=False),
+            "bf16_paged16": lambda: xopsaot.flash_attn_with_kvcache(q, kbp, vbp, cache_seqlens=lengths,
+                                                                    block_table=table, causal=causal, validate=False),
             "fp8_paged16": lambda: xopsaot.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lengths, block_table=table,
                                                                    causal=causal, validate=False),
         }  # fmt: skip
