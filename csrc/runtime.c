@@ -341,7 +341,7 @@ static xopsaot_status explain_no_variant(const xo_kernel *k, const int32_t *keys
 
 int xo_has_keys(const xo_kernel *k, const int32_t *keys) {
   for (int i = 0; i < k->n_variants; ++i)
-    if (!memcmp(k->variants[i].keys, keys, (size_t)k->n_keys * sizeof *keys)) return 1;
+    if (keys_match(&k->variants[i], keys, k->n_keys)) return 1;
   return 0;
 }
 

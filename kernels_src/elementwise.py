@@ -432,8 +432,10 @@ def type_pairs(values) -> bool:
 
 
 # Math ops with a binary of their own (FIXED_OP, floating point only), the common ones: without the other ops' code
-# division runs 3% faster, exp 1% (benchmarks/experiments/exp_math.py). The C side looks for them by their keys.
+# division runs 3% faster, exp 1% (benchmarks/experiments/exp_math.py). The C side looks for them by their keys,
+# among the math ops (OPS 2 and 3) only.
 FIXED_OPS = {2: 2, 18: 3}  # op code -> its OPS group
+assert all(group in (2, 3) for group in FIXED_OPS.values()), "the C side looks among the math ops only"
 
 
 def flat_combos(values) -> bool:

@@ -359,9 +359,10 @@ xopsaot_status xopsaot_elementwise(const xopsaot_tensor *x, const xopsaot_tensor
                                 out->data};
   const scalars sc = scalar_arguments(options, dtype);
   const int32_t kernel_op = code == XOPSAOT_EW_SUB ? XOPSAOT_EW_ADD : code;
-  /* the op's own flat binary where one is compiled (FIXED_OPS in kernels_src/elementwise.py), else its group's */
+  /* a math op's own flat binary where one is compiled (FIXED_OPS in kernels_src/elementwise.py), else its group's;
+   * the light ops, the common calls, skip the search: none has a binary of its own */
   xk_elementwise_kernel_keys keys = {dtype, out->dtype, 1 + info->math, kernel_op};
-  if (!xo_has_keys(&xk_elementwise_kernel, &keys.T)) keys.FIXED_OP = 0;
+  if (!info->math || !xo_has_keys(&xk_elementwise_kernel, &keys.T)) keys.FIXED_OP = 0;
   int done;
   xopsaot_status st = launch_flat(&l, data, kernel_op, &sc, &keys, out->device, stream, &done);
   if (done) return st;
