@@ -69,14 +69,16 @@ def graph_ms(fn, calls: int = 10) -> float:
     return bench(graph.replay) / calls
 
 
-def paged_view(cache: torch.Tensor, page: int):
-    """The contiguous cache (batch, capacity, hk, d) copied into a pool of pages in shuffled order + its table."""
+def paged_view(cache: torch.Tensor, page: int, table: torch.Tensor | None = None):
+    """The contiguous cache (batch, capacity, hk, d) copied into a pool of pages in shuffled order + its table: a
+    new permutation, or `table`'s (for the values of the same keys, or the same cache in another dtype)."""
     batch, capacity = cache.shape[:2]
     per = capacity // page
-    perm = torch.randperm(batch * per, device="cuda")
+    if table is None:
+        table = torch.randperm(batch * per, device="cuda").view(batch, per).to(torch.int32)
     pool = torch.empty(batch * per, page, *cache.shape[2:], device="cuda", dtype=cache.dtype)
-    pool[perm] = cache.reshape(batch * per, page, *cache.shape[2:])
-    return pool, perm.view(batch, per).to(torch.int32)
+    pool[table.view(-1).long()] = cache.reshape(batch * per, page, *cache.shape[2:])
+    return pool, table
 
 
 def decode(quick: bool) -> list[dict]:
@@ -94,8 +96,7 @@ def decode(quick: bool) -> list[dict]:
         }
         for page in (16, 128):
             kp, table = paged_view(kc, page)
-            vp = torch.empty_like(kp)
-            vp[table.view(-1).long()] = vc.reshape(-1, page, heads_k, dim)
+            vp, _ = paged_view(vc, page, table)
             calls[f"paged{page}"] = lambda kp=kp, vp=vp, table=table: xopsaot.flash_attn_with_kvcache(
                 q, kp, vp, cache_seqlens=lengths, block_table=table, validate=False
             )

@@ -36,8 +36,7 @@ def measure() -> dict:
             lambda: xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lengths, validate=False)
         )
         kp, table = paged_view(kc, 16)
-        vp = torch.empty_like(kp)
-        vp[table.view(-1).long()] = vc.reshape(-1, 16, 8, 128)
+        vp, _ = paged_view(vc, 16, table)
         times[f"decode paged16 b{batch} ctx{context}"] = graph_ms(
             lambda: xopsaot.flash_attn_with_kvcache(q, kp, vp, cache_seqlens=lengths, block_table=table, validate=False)
         )

@@ -30,13 +30,9 @@ def main() -> None:
         kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         k8, v8 = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
         kbp, table = paged_view(kc, 16)
-        vbp = torch.empty_like(kbp)
-        vbp[table.view(-1).long()] = vc.reshape(-1, 16, heads_k, dim)
-        kp = torch.empty(kbp.shape, device="cuda", dtype=torch.uint8)  # the same pages, in fp8
-        kp[table.view(-1).long()] = k8.view(torch.uint8).reshape(-1, 16, heads_k, dim)
-        vp = torch.empty_like(kp)
-        vp[table.view(-1).long()] = v8.view(torch.uint8).reshape(-1, 16, heads_k, dim)
-        kp, vp = kp.view(torch.float8_e4m3fn), vp.view(torch.float8_e4m3fn)
+        vbp, _ = paged_view(vc, 16, table)
+        # the same pages in fp8, copied as bytes
+        kp, vp = (paged_view(c.view(torch.uint8), 16, table)[0].view(torch.float8_e4m3fn) for c in (k8, v8))
         lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
         causal = seqlen_q > 1
         calls = {

@@ -29,8 +29,7 @@ def main() -> None:
         layouts = {"contiguous": (kc, vc, None)}
         for page in (16, 128):
             kp, table = paged_view(kc, page)
-            vp = torch.empty_like(kp)
-            vp[table.view(-1).long()] = vc.reshape(-1, page, heads_k, dim)
+            vp, _ = paged_view(vc, page, table)
             layouts[f"paged{page}"] = (kp, vp, table)
         for name, (k, v, table) in layouts.items():
             line = []
