@@ -1,0 +1,83 @@
+"""A/B timing of the installed wheel, bf16, one JSON line per op and shape with torch eager's figure in the same
+process: TB/s (each full-size tensor read or written once; cross entropy: the logits read once) or TFLOP/s
+(linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
+and gelu_and_mul), cross_entropy (mean and per row), linear (bias, gelu, residual at 8192^3), group_norm (the
+shapes of benchmarks/norms.py); all of them when none is named.
+
+    python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from run import bench, bench_queued, warm_up_gpu  # noqa: E402
+
+import xopsaot  # noqa: E402
+
+
+def line(label: str, op: str, shape, unit: str, ours: float, eager: float) -> None:
+    print(json.dumps({"build": label, "op": op, "shape": list(shape), unit: round(ours, 3), "eager": round(eager, 3)}))
+
+
+def randn(*shape) -> torch.Tensor:
+    return torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+
+
+def gelu(label: str) -> None:
+    for shape in ((4096, 4096), (16384, 8192)):
+        x = randn(*shape)
+        nbytes = 2 * x.numel() * x.element_size()
+        ours, eager = bench_queued(lambda: xopsaot.gelu(x)), bench_queued(lambda: F.gelu(x))
+        line(label, "gelu", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+        gated, d = 1.5 * x.numel() * x.element_size(), shape[1] // 2
+        ours = bench_queued(lambda: xopsaot.gelu_and_mul(x))
+        eager = bench_queued(lambda: F.gelu(x[:, :d]) * x[:, d:])
+        line(label, "gelu_and_mul", shape, "tbps", gated / ours / 1e9, gated / eager / 1e9)
+
+
+def cross_entropy(label: str) -> None:
+    for rows, vocab in ((4096, 4096), (8192, 32000)):
+        logits = randn(rows, vocab)
+        target = torch.randint(0, vocab, (rows,), device="cuda")
+        nbytes = logits.numel() * logits.element_size()
+        for reduction in ("mean", "none"):
+            ours = bench_queued(lambda r=reduction: xopsaot.cross_entropy(logits, target, reduction=r, validate=False))
+            eager = bench_queued(lambda r=reduction: F.cross_entropy(logits, target, reduction=r))
+            line(label, f"cross_entropy {reduction}", (rows, vocab), "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+
+
+def linear(label: str) -> None:
+    n = 8192
+    a, w, b, r = randn(n, n), randn(n, n), randn(n), randn(n, n)
+    flop = 2 * n**3
+    ours = bench(lambda: xopsaot.linear(a, w, b, activation="gelu", residual=r))
+    eager = bench(lambda: F.gelu(F.linear(a, w, b)) + r)
+    line(label, "linear gelu + bias + residual", (n, n, n), "tflops", flop / ours / 1e9, flop / eager / 1e9)
+
+
+def group_norm(label: str) -> None:
+    for shape, groups in (((16, 256, 64, 64), 32), ((64, 512, 16, 16), 32), ((2, 512, 128, 128), 32)):
+        x, w, b = randn(*shape), randn(shape[1]), randn(shape[1])
+        nbytes = 2 * x.numel() * x.element_size()
+        ours = bench_queued(lambda: xopsaot.group_norm(x, groups, w, b))
+        eager = bench_queued(lambda: F.group_norm(x, groups, w, b))
+        line(label, "group_norm", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+
+
+GROUPS = {"gelu": gelu, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
+
+
+def main() -> None:
+    label = sys.argv[1] if len(sys.argv) > 1 else "build"
+    warm_up_gpu()
+    for name in sys.argv[2:] or list(GROUPS):
+        GROUPS[name](label)
+
+
+if __name__ == "__main__":
+    main()
