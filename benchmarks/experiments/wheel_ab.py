@@ -1,8 +1,8 @@
 """A/B timing of the installed wheel, bf16, one JSON line per op and shape with torch eager's figure in the same
 process: TB/s (each full-size tensor read or written once; cross entropy: the logits read once) or TFLOP/s
 (linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
-and gelu_and_mul), cross_entropy (mean and per row), linear (bias, gelu, residual at 8192^3), group_norm (the
-shapes of benchmarks/norms.py); all of them when none is named.
+and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
+8192^3), group_norm (the shapes of benchmarks/norms.py); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -40,6 +40,18 @@ def gelu(label: str) -> None:
         line(label, "gelu_and_mul", shape, "tbps", gated / ours / 1e9, gated / eager / 1e9)
 
 
+def others(label: str) -> None:
+    """Activations of the shared binary (every code but gelu's erf form)."""
+    for shape in ((4096, 4096), (16384, 8192)):
+        x = randn(*shape)
+        nbytes = 2 * x.numel() * x.element_size()
+        for name, ours, eager in (
+            ("gelu tanh", lambda: xopsaot.gelu(x, approximate="tanh"), lambda: F.gelu(x, approximate="tanh")),
+            ("silu", lambda: xopsaot.silu(x), lambda: F.silu(x)),
+        ):
+            line(label, name, shape, "tbps", nbytes / bench_queued(ours) / 1e9, nbytes / bench_queued(eager) / 1e9)
+
+
 def cross_entropy(label: str) -> None:
     for rows, vocab in ((4096, 4096), (8192, 32000)):
         logits = randn(rows, vocab)
@@ -69,7 +81,7 @@ def group_norm(label: str) -> None:
         line(label, "group_norm", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
 
 
-GROUPS = {"gelu": gelu, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
+GROUPS = {"gelu": gelu, "others": others, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
 
 
 def main() -> None:
