@@ -57,16 +57,21 @@ def prefill(quick: bool) -> list[dict]:
     return rows
 
 
-def graph_ms(fn, calls: int = 10) -> float:
-    """Milliseconds per call when `calls` calls are captured in one CUDA graph and replayed: the kernels' time
-    without the host's launch cost (how servers run decode steps)."""
+def captured(fn, calls: int = 10) -> torch.cuda.CUDAGraph:
+    """`calls` calls of fn captured in one CUDA graph (after one call outside it, which loads what fn needs)."""
     fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(calls):
             fn()
-    return bench(graph.replay) / calls
+    return graph
+
+
+def graph_ms(fn, calls: int = 10) -> float:
+    """Milliseconds per call when `calls` calls are captured in one CUDA graph and replayed: the kernels' time
+    without the host's launch cost (how servers run decode steps)."""
+    return bench(captured(fn, calls).replay) / calls
 
 
 def paged_view(cache: torch.Tensor, page: int, table: torch.Tensor | None = None):

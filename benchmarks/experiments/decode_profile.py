@@ -15,22 +15,16 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import graph_ms, sdpa  # noqa: E402
-from run import warm_up_gpu  # noqa: E402
+from attention import captured, sdpa  # noqa: E402
+from run import bench, warm_up_gpu  # noqa: E402
 
 import xopsaot  # noqa: E402
 
 CALLS = 10
 
 
-def kernel_times(fn) -> dict:
-    """Mean device microseconds per call of each kernel name, over CALLS calls in a replayed graph."""
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            fn()
+def kernel_times(graph: torch.cuda.CUDAGraph) -> dict:
+    """Mean device microseconds per call of each kernel name, `graph` holding CALLS calls."""
     graph.replay()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -61,8 +55,9 @@ def main() -> None:
                 q, kc, vc, cache_seqlens=lengths, num_splits=s, validate=False
             )
         for name, fn in calls.items():
-            per_call = graph_ms(fn) * 1e3
-            kernels = kernel_times(fn)
+            graph = captured(fn, CALLS)
+            per_call = bench(graph.replay) / CALLS * 1e3
+            kernels = kernel_times(graph)
             parts = ", ".join(f"{k} {us:.1f}" for k, us in sorted(kernels.items(), key=lambda kv: -kv[1]))
             print(f"b{batch} ctx{context} {name}: {per_call:.1f} us per call ({kv_bytes / per_call / 1e6:.2f} TB/s), "
                   f"kernels {sum(kernels.values()):.1f} us: {parts}")  # fmt: skip
