@@ -7,7 +7,7 @@ to 8192 columns stay in registers (one read of x); longer rows loop over the row
 
 group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous, or, when
 few long groups would leave the GPU idle, several per group (program_id(1)) after group_norm_stats_kernel has summed
-each chunk; the weight and bias are per channel.
+each chunk; the weight and bias are per channel. Long unsplit groups take longer steps (LONG_GROUP_CONFIGS).
 """
 
 import triton
@@ -255,6 +255,25 @@ def group_norm_kernel(
                          has_bias, BLOCK_N)  # fmt: skip
 
 
+# Long groups that run unsplit, 3 or more programs per multiprocessor: each step of the two passes reads 8192
+# elements from groups of 32768, 16384 from groups of 65536 (16 warps), not 4096. H100, bf16, through the JIT as the
+# wheel launches it (benchmarks/experiments/group_norm_blocks.py more): 32768 elements at 512-2048 groups
+# 1.75-1.89 -> 2.15-2.46 TB/s, 65536 at 512-1024 groups 1.72-1.76 -> 2.06-2.12. With fewer groups per
+# multiprocessor, or in split launches, steps of 4096 were as fast or faster.
+LONG_GROUP_CONFIGS = [
+    Config({"BLOCK_N": block, "LOOP": True}, num_warps=16, fallback=False,
+           when=f"splits == 1 && programs_per_sm >= 3 && n_elems >= {4 * block}")
+    for block in (16384, 8192)
+]  # fmt: skip
+
+
+def group_norm_configs() -> list[Config]:
+    """The rows' configs (groups held whole, the looping fallback last) with the long groups' steps before that
+    fallback."""
+    configs = row_configs("n_elems")
+    return configs[:-1] + LONG_GROUP_CONFIGS + configs[-1:]
+
+
 def row_norm_configs(target, keys):
     """The residual add and the gate are not combined (norm_gate takes no residual): that pair compiles nothing."""
     return [] if keys["HAS_RESIDUAL"] and keys["HAS_GATE"] else row_configs()
@@ -319,8 +338,8 @@ KERNELS = [
             i32("has_bias"),
         ],
         keys={"T": ["fp16", "bf16", "fp32"]},
-        grid_args=[i64("n_rows"), i64("splits")],
+        grid_args=[i64("n_rows"), i64("splits"), i64("programs_per_sm")],
         grid=["n_rows", "splits", "1"],
-        configs=row_configs("n_elems"),
+        configs=group_norm_configs(),
     ),
 ]

@@ -875,11 +875,14 @@ def test_row_reduction_launches(fake_driver):
         many = tensor((64, 64, 128, 128), "bfloat16", {A})
         _library.call("xopsaot_group_norm", (many, None, None, tensor((64, 64, 128, 128), "bfloat16", {B})), 32,
                       1e-5, 0)
+        for shape in ((400, 4, 16384), (300, 2, 16384)):
+            _library.call("xopsaot_group_norm", (tensor(shape, "bfloat16", {A}), None, None,
+                                                 tensor(shape, "bfloat16", {B})), 1, 1e-5, 0)
         emit(launches=launches(), allocs=fake.fake_cuda_alloc_count() - before,
              frees=fake.fake_cuda_free_count())
     """,
     )
-    lse, soft, group, stats, split, whole = r["launches"]
+    lse, soft, group, stats, split, whole, long_groups, few_long_groups = r["launches"]
     assert lse["variant"]["keys"] == {"LSE": True} and soft["variant"]["keys"] == {"LSE": False}
     assert lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and not lse["variant"]["constexprs"]["LOOP"]
     assert "stride_y" in lse["variant"]["aligned_args"] and lse["block"] == [128, 1, 1]  # 4 warps
@@ -894,9 +897,14 @@ def test_row_reduction_launches(fake_driver):
     g = decode(split["params"], "group_norm_kernel")
     assert split["grid"] == [32, 8, 1] and g[:7] == [A, C, C, B, partials, 32768, 4096]
     assert split["variant"]["constexprs"]["LOOP"] and r["allocs"] == 1 and r["frees"] >= 1
-    # 2048 groups fill the GPU alone: one launch, each program over its whole group
+    # 2048 groups fill the GPU alone: one launch, each program over its whole group, in steps of 8192
     g = decode(whole["params"], "group_norm_kernel")
     assert whole["grid"] == [2048, 1, 1] and g[5:7] == [32768, 32768]
+    assert whole["variant"]["constexprs"]["BLOCK_N"] == 8192 and whole["block"] == [512, 1, 1]
+    # 400 groups of 65536 (3 per SM): steps of 16384; 300 groups (2 per SM) keep the steps of 4096 and 8 warps
+    assert long_groups["grid"] == [400, 1, 1] and long_groups["variant"]["constexprs"]["BLOCK_N"] == 16384
+    assert few_long_groups["grid"] == [300, 1, 1] and few_long_groups["variant"]["constexprs"]["BLOCK_N"] == 4096
+    assert few_long_groups["block"] == [256, 1, 1]
 
 
 # ---- argument validation in the C layer: no driver needed ----

@@ -169,6 +169,23 @@ def test_group_norm_far_from_zero(request, rng, where):
 
 
 @pytest.mark.gpu
+def test_group_norm_long_groups(poison, rng):
+    """Long groups, 3 or more per multiprocessor on an H100 (132), unsplit: the configs with longer steps (8192
+    elements from groups of 32768, 16384 from 65536), with a spatial size a multiple of 16 or not, and a group
+    length that misses the alignment hint (the looping fallback)."""
+    cases = (((400, 4, 16384), 1), ((396, 4, 16384), 2), ((400, 4, 8200), 1), ((400, 1, 32771), 1))
+    for dtype in DTYPES:
+        for shape, groups in cases:
+            x = arr(rng, shape, dtype, "gpu")
+            w, b = (arr(rng, (shape[1],), dtype, "gpu") for _ in range(2))
+            y = xopsaot.group_norm(x, groups, w, b, eps=1e-5)
+            ran("gpu")
+            expected = group_norm64(x, groups, w, b, 1e-5)
+            tol = group_norm_tolerance(x, groups, dtype, 1e-5)
+            assert_close(host(y), expected, dtype, f"{shape} / {groups} {dtype}", tol=tol)
+
+
+@pytest.mark.gpu
 def test_norms_leave_inputs_alone(rng):
     """No norm writes its inputs (residual_out is a new tensor)."""
     n = 4097

@@ -2,7 +2,7 @@
 process: TB/s (each full-size tensor read or written once; cross entropy: the logits read once) or TFLOP/s
 (linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
 and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
-8192^3), group_norm (the shapes of benchmarks/norms.py); all of them when none is named.
+8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -73,7 +73,9 @@ def linear(label: str) -> None:
 
 
 def group_norm(label: str) -> None:
-    for shape, groups in (((16, 256, 64, 64), 32), ((64, 512, 16, 16), 32), ((2, 512, 128, 128), 32)):
+    shapes = [((16, 256, 64, 64), 32), ((64, 512, 16, 16), 32), ((2, 512, 128, 128), 32)]
+    shapes += [((32, 256, 64, 64), 32), ((16, 512, 64, 64), 32), ((12, 256, 64, 64), 32)]  # long groups, unsplit
+    for shape, groups in shapes:
         x, w, b = randn(*shape), randn(shape[1]), randn(shape[1])
         nbytes = 2 * x.numel() * x.element_size()
         ours = bench_queued(lambda: xopsaot.group_norm(x, groups, w, b))

@@ -129,11 +129,12 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: a group holds %lld elements of %lld channels; at most "
                    "%lld elements and %d channels are supported", (long long)per_group, (long long)channels,
                    (long long)GROUP_MAX_ELEMS, INT32_MAX);
-  int64_t splits = 1, chunk = round_up(per_group, GROUP_CHUNK);
+  int64_t splits = 1, chunk = round_up(per_group, GROUP_CHUNK), programs_per_sm = 0;
   if (per_group > GROUP_SPLIT_MIN) {
     int sm_count = 0;
     XO_TRY(xo_device_sm_count(x->device, &sm_count));
     splits = group_splits(rows, per_group, sm_count, &chunk);
+    programs_per_sm = rows * splits / sm_count; /* the long groups' configs look at it (kernels_src/norm.py) */
   }
   float *partials = NULL;
   if (splits > 1) {
@@ -152,7 +153,7 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
       .Partials = partials ? partials : x->data, .n_elems = per_group, .chunk = (int32_t)chunk,
       .spatial = (int32_t)spatial, .channels_per_group = (int32_t)(channels / num_groups),
       .groups = (int32_t)num_groups, .eps = eps, .has_weight = weight != NULL, .has_bias = bias != NULL,
-      .n_rows = rows, .splits = splits};
+      .n_rows = rows, .splits = splits, .programs_per_sm = programs_per_sm};
   xk_group_norm_kernel_keys keys = {x->dtype};
   xopsaot_status st = xo_launch(&xk_group_norm_kernel, &keys.T, &args, x->device, stream);
   xo_workspace_free(x->device, stream, partials);
