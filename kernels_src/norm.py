@@ -10,6 +10,8 @@ few long groups would leave the GPU idle, several per group (program_id(1)) afte
 each chunk; the weight and bias are per channel. Long unsplit groups take longer steps (LONG_GROUP_CONFIGS).
 """
 
+from dataclasses import replace
+
 import triton
 import triton.language as tl
 
@@ -27,23 +29,25 @@ def _gated(x, g, gate_silu):
 
 @triton.jit
 def _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL: tl.constexpr, HAS_GATE: tl.constexpr,
-                WRITE_H: tl.constexpr):  # fmt: skip
-    """One block of the values normalized: x, x + residual (stored to H on the first pass), or x * act(gate)."""
-    x = tl.load(X + c, mask=mask, other=0.0).to(tl.float32)
+                WRITE_H: tl.constexpr, EVICTION: tl.constexpr = ""):  # fmt: skip
+    """One block of the values normalized: x, x + residual (stored to H on the first pass), or x * act(gate).
+    EVICTION: the reads' L2 policy ("evict_first" on a looping row's last pass)."""
+    x = tl.load(X + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
     if HAS_RESIDUAL:
-        x += tl.load(R + c, mask=mask, other=0.0).to(tl.float32)
+        x += tl.load(R + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
         if WRITE_H:
             tl.store(H + c, x.to(H.dtype.element_ty), mask=mask)
     if HAS_GATE:
         if gate_pre != 0:
-            x = _gated(x, tl.load(G + c, mask=mask, other=0.0).to(tl.float32), gate_silu)
+            x = _gated(x, tl.load(G + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32), gate_silu)
     return x
 
 
 @triton.jit
 def _store_output(Y, W, B, G, c, mask, x_hat, has_weight, has_bias, w_offset, gate_silu, gate_pre,
-                  HAS_GATE: tl.constexpr):  # fmt: skip
-    """y = x_hat * (offset + w) + b, times act(gate) when the gate comes after the norm."""
+                  HAS_GATE: tl.constexpr, EVICTION: tl.constexpr = ""):  # fmt: skip
+    """y = x_hat * (offset + w) + b, times act(gate) when the gate comes after the norm. EVICTION: the L2 policy
+    of the gate's read and y's write (the weight and bias, shared by every row, keep the default)."""
     y = x_hat
     if has_weight != 0:
         y = y * (w_offset + tl.load(W + c, mask=mask, other=0.0).to(tl.float32))
@@ -51,8 +55,8 @@ def _store_output(Y, W, B, G, c, mask, x_hat, has_weight, has_bias, w_offset, ga
         y += tl.load(B + c, mask=mask, other=0.0).to(tl.float32)
     if HAS_GATE:
         if gate_pre == 0:
-            y = _gated(y, tl.load(G + c, mask=mask, other=0.0).to(tl.float32), gate_silu)
-    tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask)
+            y = _gated(y, tl.load(G + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32), gate_silu)
+    tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask, eviction_policy=EVICTION)
 
 
 @triton.jit
@@ -118,39 +122,41 @@ def row_norm_kernel(
             x = tl.where(mask, x - mean, 0.0)
             squares += x * x
         rstd = tl.rsqrt(tl.sum(squares, axis=0) / n_cols + eps)
+        # the last pass: the row's last reads and its writes evict first, keeping the rest of the row in L2
         for start in range(0, n_cols, BLOCK_N):
             c = start + cols
             mask = c < n_cols
-            x = _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, False)
+            x = _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, False, "evict_first")
             _store_output(Y, W, B, G, c, mask, (x - mean) * rstd, has_weight, has_bias, w_offset, gate_silu,
-                          gate_pre, HAS_GATE)  # fmt: skip
+                          gate_pre, HAS_GATE, "evict_first")  # fmt: skip
 
 
 @triton.jit
-def _store_group(Y, W, B, c, mask, x_hat, channel, has_weight, has_bias):
+def _store_group(Y, W, B, c, mask, x_hat, channel, has_weight, has_bias, EVICTION: tl.constexpr = ""):
     y = x_hat
     if has_weight != 0:
         y = y * tl.load(W + channel, mask=mask, other=0.0).to(tl.float32)
     if has_bias != 0:
         y += tl.load(B + channel, mask=mask, other=0.0).to(tl.float32)
-    tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask, eviction_policy=EVICTION)
 
 
 @triton.jit
 def _write_chunk(X, Y, W, B, start, end, shift, mean_shifted, rstd, first_channel, spatial, has_weight, has_bias,
-                 BLOCK_N: tl.constexpr):  # fmt: skip
+                 BLOCK_N: tl.constexpr, EVICTION: tl.constexpr):  # fmt: skip
     """The normalized elements [start, end) of a group. The callers pass a spatial size that is a multiple of 16 as
     (spatial // 16) * 16: the compiler then knows its divisibility, and with it that a channel holds runs of 16
     elements, which the gathers of the weight and bias and the division gain from: in the wheel 1.83 against 1.48
     TB/s on 64 x 64 maps, 2.52 against 2.01 on 16 x 16 (bf16, H100: benchmarks/results/h100-2026-11-22-norms.md;
-    the JIT, which specializes such sizes, was at 1.83 and 2.64 already: benchmarks/experiments/group_norm_split.py)."""
+    the JIT, which specializes such sizes, was at 1.83 and 2.64 already: benchmarks/experiments/group_norm_split.py).
+    EVICTION: the L2 policy of its reads of x (their last) and its writes (GROUP_EVICT_FIRST)."""
     cols = tl.arange(0, BLOCK_N)
     for off in range(start, end, BLOCK_N):
         c = off + cols
         mask = c < end
-        x = tl.load(X + c, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(X + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
         x_hat = (x - shift - mean_shifted) * rstd  # x - shift is exact; the mean itself may round
-        _store_group(Y, W, B, c, mask, x_hat, first_channel + c // spatial, has_weight, has_bias)
+        _store_group(Y, W, B, c, mask, x_hat, first_channel + c // spatial, has_weight, has_bias, EVICTION)
 
 
 # The most programs a group is split over (csrc/ops/norm.c holds the same number).
@@ -206,6 +212,7 @@ def group_norm_kernel(
     has_bias,
     BLOCK_N: tl.constexpr,
     LOOP: tl.constexpr,
+    EVICT_FIRST: tl.constexpr,
     PDL: tl.constexpr = False,
 ):
     """x and y contiguous (N, C, *spatial): group `program_id(0)` is n_elems = channels_per_group * spatial
@@ -249,10 +256,10 @@ def group_norm_kernel(
         end = start + tl.minimum(chunk, n - start)  # no 32-bit overflow past n
         if spatial % 16 == 0:
             _write_chunk(X, Y, W, B, start, end, shift, mean_shifted, rstd, first_channel, (spatial // 16) * 16,
-                         has_weight, has_bias, BLOCK_N)  # fmt: skip
+                         has_weight, has_bias, BLOCK_N, "evict_first" if EVICT_FIRST else "")  # fmt: skip
         else:
             _write_chunk(X, Y, W, B, start, end, shift, mean_shifted, rstd, first_channel, spatial, has_weight,
-                         has_bias, BLOCK_N)  # fmt: skip
+                         has_bias, BLOCK_N, "evict_first" if EVICT_FIRST else "")  # fmt: skip
 
 
 # Long groups that run unsplit, 3 or more programs per multiprocessor: each step of the two passes reads 8192
@@ -267,11 +274,23 @@ LONG_GROUP_CONFIGS = [
 ]  # fmt: skip
 
 
+# The writing pass of the looping configs of 4096 marks its reads of x and its writes evict-first, so that the lines
+# of x the sums left in L2 stay there longer for it. H100, bf16, 4096 / 8 warps (group_norm_blocks.py few, on copies
+# of this file with and without): 1.60-2.15 -> 1.67-2.20 TB/s, 2 x 512 x 128 x 128 (split) 1.68 -> 1.84; in the
+# wheel 1.62 -> 1.78 there. The long groups' configs lost 3% with it at 32 x 256 x 64 x 64 (2.36 -> 2.30).
+GROUP_EVICT_FIRST_BLOCK = 4096
+
+
 def group_norm_configs() -> list[Config]:
     """The rows' configs (groups held whole, the looping fallback last) with the long groups' steps before that
-    fallback."""
+    fallback; EVICT_FIRST for the looping steps of GROUP_EVICT_FIRST_BLOCK."""
     configs = row_configs("n_elems")
-    return configs[:-1] + LONG_GROUP_CONFIGS + configs[-1:]
+    configs = configs[:-1] + LONG_GROUP_CONFIGS + configs[-1:]
+    return [
+        replace(c, constexprs={**c.constexprs, "EVICT_FIRST": c.constexprs["LOOP"] and c.constexprs["BLOCK_N"] ==
+                               GROUP_EVICT_FIRST_BLOCK})
+        for c in configs
+    ]  # fmt: skip
 
 
 def row_norm_configs(target, keys):

@@ -1,11 +1,13 @@
 """group_norm's block per program step, through Triton's JIT as the wheel launches it (only the hinted integers
-specialized): the shipped looping kernels at several (BLOCK_N, num_warps), with the C side's split count, and
-groups of up to 32768 elements held whole in registers (one read of x), TB/s counting x read and y written once,
-in one run with torch eager, torch.compile and the copy bandwidth. Each variant's output is checked against float64.
+specialized; the writing pass's eviction hints where the wheel sets them, steps of GROUP_EVICT_FIRST_BLOCK): the
+shipped looping kernels at several (BLOCK_N, num_warps), with the C side's split count, and groups of up to 32768
+elements held whole in registers (one read of x), TB/s counting x read and y written once, in one run with torch
+eager, torch.compile and the copy bandwidth. Each variant's output is checked against float64.
 
-    python3 benchmarks/experiments/group_norm_blocks.py [more]
+    python3 benchmarks/experiments/group_norm_blocks.py [more] [few]
 
-`more`: long groups that run unsplit (at least 2 per multiprocessor), by group length and count.
+`more`: long groups that run unsplit (at least 2 per multiprocessor), by group length and count. `few`: only the
+looping steps the wheel compiles (4096 / 8 warps, 8192 and 16384 / 16 warps).
 """
 
 import sys
@@ -19,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from run import bench_queued, copy_bandwidth, warm_up_gpu  # noqa: E402
 
-from kernels_src.norm import group_norm_kernel, group_norm_stats_kernel  # noqa: E402
+from kernels_src.norm import GROUP_EVICT_FIRST_BLOCK, group_norm_kernel, group_norm_stats_kernel  # noqa: E402
 
 UNHINTED = ["spatial", "channels_per_group", "groups", "has_weight", "has_bias"]
 NORMALIZE = triton.jit(group_norm_kernel.fn, do_not_specialize=UNHINTED)
@@ -46,7 +48,7 @@ def launch(x, w, b, y, partials, groups: int, block: int, warps: int, whole: boo
     n = cpg * spatial
     if whole:
         NORMALIZE[(rows, 1)](x, w, b, y, x, n, block, spatial, cpg, groups, 1e-5, 1, 1, BLOCK_N=block, LOOP=False,
-                             num_warps=warps)  # fmt: skip
+                             EVICT_FIRST=False, num_warps=warps)  # fmt: skip
         return 1
     splits = 1 if rows >= 2 * SMS else min(64, cdiv(4 * SMS, rows))  # csrc/ops/norm.c's group_splits
     chunk = cdiv(n if splits == 1 else cdiv(n, splits), block) * block
@@ -54,7 +56,7 @@ def launch(x, w, b, y, partials, groups: int, block: int, warps: int, whole: boo
     if used > 1:
         group_norm_stats_kernel[(rows, used)](x, partials, n, chunk, BLOCK_N=block, num_warps=warps)
     NORMALIZE[(rows, used)](x, w, b, y, partials, n, chunk, spatial, cpg, groups, 1e-5, 1, 1, BLOCK_N=block,
-                            LOOP=True, num_warps=warps)  # fmt: skip
+                            LOOP=True, EVICT_FIRST=block == GROUP_EVICT_FIRST_BLOCK, num_warps=warps)  # fmt: skip
     return used
 
 
@@ -62,6 +64,8 @@ def main() -> None:
     warm_up_gpu()
     print(f"copy {copy_bandwidth():.2f} TB/s, {SMS} SMs")
     variants = MORE_VARIANTS if "more" in sys.argv else VARIANTS
+    if "few" in sys.argv:
+        variants = [(4096, 8, False), (8192, 16, False), (16384, 16, False)]
     names = [f"{bn}/{nw}{' whole' if whole else ''}" for bn, nw, whole in variants]
     print("shape / groups", "n x rows", "eager", "compile", *names, sep="\t")
     for shape, groups in MORE_SHAPES if "more" in sys.argv else SHAPES:

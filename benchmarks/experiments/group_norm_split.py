@@ -50,7 +50,7 @@ def launch(x, w, b, y, partials, groups: int, splits: int, kernels=(group_norm_s
     if used > 1:
         kernels[0][(rows, used)](x, partials, n, chunk, BLOCK_N=CHUNK, num_warps=8)
     kernels[1][(rows, used)](x, w, b, y, partials, n, chunk, spatial, cpg, groups, 1e-5, 1, 1, BLOCK_N=CHUNK,
-                                    LOOP=True, num_warps=8)  # fmt: skip
+                                    LOOP=True, EVICT_FIRST=True, num_warps=8)  # fmt: skip
     return used
 
 
@@ -101,7 +101,8 @@ def main() -> None:
         cells = [nbytes / bench_queued(lambda: F.group_norm(x, groups, w, b)) / 1e9]
         for affine, kernel in ((1, group_norm_kernel), (0, group_norm_kernel), (1, AS_AOT[1]), (1, AS_AOT_SPATIAL[1])):
             args = (x, w, b, y, x, n, round_up(n, CHUNK), spatial, cpg, groups, 1e-5, affine, affine)
-            fn = lambda k=kernel, args=args: k[(rows, 1)](*args, BLOCK_N=block, LOOP=False, num_warps=warps)  # noqa: E731
+            options = {"BLOCK_N": block, "LOOP": False, "EVICT_FIRST": False, "num_warps": warps}
+            fn = lambda k=kernel, args=args: k[(rows, 1)](*args, **options)  # noqa: E731
             y.fill_(float("nan"))
             fn()
             want = F.group_norm(x.double(), groups, w.double() if affine else None, b.double() if affine else None)

@@ -2,7 +2,8 @@
 process: TB/s (each full-size tensor read or written once; cross entropy: the logits read once) or TFLOP/s
 (linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
 and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
-8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups); all of them when none is named.
+8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups), long_rows (softmax, log_softmax,
+rms_norm, layer_norm, add+rms_norm on rows of 12k-131k); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -83,7 +84,25 @@ def group_norm(label: str) -> None:
         line(label, "group_norm", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
 
 
+def long_rows(label: str) -> None:
+    """Rows past 8192 elements, which the looping configs serve (softmax family, norms)."""
+    for shape in ((4096, 32000), (1024, 131072), (4096, 16384)):
+        x, r = randn(*shape), randn(*shape)
+        w, b = randn(shape[1]), randn(shape[1])
+        nbytes = 2 * x.numel() * x.element_size()
+        for name, ours, eager, tensors in (
+            ("softmax", lambda: xopsaot.softmax(x, -1), lambda: torch.softmax(x, -1), 2),
+            ("log_softmax", lambda: xopsaot.log_softmax(x, -1), lambda: torch.log_softmax(x, -1), 2),
+            ("rms_norm", lambda: xopsaot.rms_norm(x, w), lambda: F.rms_norm(x, shape[1:], w), 2),
+            ("layer_norm", lambda: xopsaot.layer_norm(x, w, b), lambda: F.layer_norm(x, shape[1:], w, b), 2),
+            ("add+rms_norm", lambda: xopsaot.rms_norm(x, w, residual=r), lambda: F.rms_norm(x + r, shape[1:], w), 4),
+        ):
+            moved = nbytes * tensors / 2
+            line(label, name, shape, "tbps", moved / bench_queued(ours) / 1e9, moved / bench_queued(eager) / 1e9)
+
+
 GROUPS = {"gelu": gelu, "others": others, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
+GROUPS["long_rows"] = long_rows
 
 
 def main() -> None:
