@@ -3,7 +3,7 @@
 row_norm_kernel: one program per row of the last dim. The norm's kind (rms or layer), the weight's offset (the
 (1 + w) form), an optional weight and bias, and the gate's activation and position are run-time scalars, so they
 cost no variants; the residual add (h = x + r, written out) and the gate (a second input) are compiled in. Rows up
-to 8192 columns stay in registers (one read of x); longer rows loop over the row twice (the sums, then the write),
+to 32768 columns stay in registers (one read of x); longer rows loop over the row twice (the sums, then the write),
 re-reading it from L2.
 
 group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous, or, when
@@ -18,7 +18,7 @@ import triton.language as tl
 
 from aot.spec import Config, Kernel, f32, i32, i64, ptr
 from kernels_src._pdl import wait_for_predecessor
-from kernels_src._rows import LOOP_BLOCK, row_configs
+from kernels_src._rows import LOOP_BLOCK, ROW_BLOCKS, row_configs
 
 
 @triton.jit
@@ -30,7 +30,7 @@ def _gated(x, g, gate_silu):
 
 @triton.jit
 def _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL: tl.constexpr, HAS_GATE: tl.constexpr,
-                WRITE_H: tl.constexpr, EVICTION: tl.constexpr = ""):  # fmt: skip
+                WRITE_H: tl.constexpr, EVICTION: tl.constexpr):  # fmt: skip
     """One block of the values normalized: x, x + residual (stored to H on the first pass), or x * act(gate).
     EVICTION: the reads' L2 policy ("evict_first" on a looping row's last pass)."""
     x = tl.load(X + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
@@ -46,7 +46,7 @@ def _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL: tl.const
 
 @triton.jit
 def _store_output(Y, W, B, G, c, mask, x_hat, has_weight, has_bias, w_offset, gate_silu, gate_pre,
-                  HAS_GATE: tl.constexpr, EVICTION: tl.constexpr = ""):  # fmt: skip
+                  HAS_GATE: tl.constexpr, EVICTION: tl.constexpr):  # fmt: skip
     """y = x_hat * (offset + w) + b, times act(gate) when the gate comes after the norm. EVICTION: the L2 policy
     of the gate's read and y's write (the weight and bias, shared by every row, keep the default)."""
     y = x_hat
@@ -74,7 +74,7 @@ def _welford_row(X, R, G, H, cols, n_cols, gate_silu, gate_pre, HAS_RESIDUAL: tl
     for start in range(0, n_cols, BLOCK_N):
         c = start + cols
         mask = c < n_cols
-        x = _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True)
+        x = _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True, "")
         # every lane still in the row has seen start // BLOCK_N + 1 values; masked lanes change nothing (delta 0)
         weight = 1.0 / (start // BLOCK_N + 1).to(tl.float32)
         delta = tl.where(mask, x - mean, 0.0)
@@ -126,12 +126,12 @@ def row_norm_kernel(
     cols = tl.arange(0, BLOCK_N)
     if not LOOP:
         mask = cols < n_cols
-        x = _load_input(X, R, G, H, cols, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True)
+        x = _load_input(X, R, G, H, cols, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True, "")
         if layer != 0:
             x = tl.where(mask, x - tl.sum(x, axis=0) / n_cols, 0.0)
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         _store_output(Y, W, B, G, cols, mask, x * rstd, has_weight, has_bias, w_offset, gate_silu, gate_pre,
-                      HAS_GATE)  # fmt: skip
+                      HAS_GATE, "")  # fmt: skip
     else:
         if layer != 0:
             mean, squares = _welford_row(X, R, G, H, cols, n_cols, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE,
@@ -142,7 +142,7 @@ def row_norm_kernel(
             for start in range(0, n_cols, BLOCK_N):
                 c = start + cols
                 mask = c < n_cols
-                x = _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True)
+                x = _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True, "")
                 lanes += x * x
             squares = tl.sum(lanes, axis=0)
         rstd = tl.rsqrt(squares / n_cols + eps)
@@ -156,7 +156,7 @@ def row_norm_kernel(
 
 
 @triton.jit
-def _store_group(Y, W, B, c, mask, x_hat, channel, has_weight, has_bias, EVICTION: tl.constexpr = ""):
+def _store_group(Y, W, B, c, mask, x_hat, channel, has_weight, has_bias, EVICTION: tl.constexpr):
     y = x_hat
     if has_weight != 0:
         y = y * tl.load(W + channel, mask=mask, other=0.0).to(tl.float32)
@@ -259,9 +259,9 @@ def group_norm_kernel(
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_elems + eps)
         if spatial % 16 == 0:
             spatial16 = (spatial // 16) * 16  # see _write_chunk
-            _store_group(Y, W, B, cols, mask, x * rstd, first_channel + cols // spatial16, has_weight, has_bias)
+            _store_group(Y, W, B, cols, mask, x * rstd, first_channel + cols // spatial16, has_weight, has_bias, "")
         else:
-            _store_group(Y, W, B, cols, mask, x * rstd, first_channel + cols // spatial, has_weight, has_bias)
+            _store_group(Y, W, B, cols, mask, x * rstd, first_channel + cols // spatial, has_weight, has_bias, "")
     else:
         n = n_elems.to(tl.int32)
         split = tl.program_id(1)
@@ -317,9 +317,16 @@ def group_norm_configs() -> list[Config]:
     ]  # fmt: skip
 
 
+# Rows up to 32768 elements held whole by 32 warps rather than looped over (two reads of the row): H100, bf16,
+# through the JIT as the wheel launches it (benchmarks/experiments/wide_rows.py), rms_norm / layer_norm /
+# add+rms_norm at 4096 x 16384 2.75 / 2.24 / 2.42 -> 2.88 / 2.83 / 2.94 TB/s, at 4096 x 32000 2.34 / 2.05 / 2.04 ->
+# 2.93 / 2.63 / 2.97 (torch.compile 2.77-2.91 on rms_norm and layer_norm there).
+NORM_ROW_BLOCKS = ROW_BLOCKS + [(16384, 32), (32768, 32)]
+
+
 def row_norm_configs(target, keys):
     """The residual add and the gate are not combined (norm_gate takes no residual): that pair compiles nothing."""
-    return [] if keys["HAS_RESIDUAL"] and keys["HAS_GATE"] else row_configs()
+    return [] if keys["HAS_RESIDUAL"] and keys["HAS_GATE"] else row_configs(blocks=NORM_ROW_BLOCKS)
 
 
 KERNELS = [
