@@ -1,8 +1,8 @@
-"""Configs shared by the row-wise kernels (norms, softmax): a row up to 8192 elements (32768 for the row norms,
-kernels_src/norm.py) is held whole in registers, the smallest block that fits it is chosen at run time; longer rows
-loop over blocks of 4096. Rows whose length or
-stride misses the alignment hints (rare: a hidden size that is not a multiple of 8) all take the looping config's
-unhinted variant, which takes any length."""
+"""Configs shared by the row-wise kernels (norms, softmax): a row up to 8192 elements is held whole in registers,
+the smallest block that fits it is chosen at run time; longer rows loop over blocks of 4096 (the row norms and the
+softmax family add configs for longer rows in their own files). Rows whose length or stride misses the alignment
+hints (rare: a hidden size that is not a multiple of 8) all take the looping config's unhinted variant, which takes
+any length."""
 
 from aot.spec import Config
 

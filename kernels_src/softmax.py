@@ -1,5 +1,6 @@
 """The softmax family over the last dim (softmax, log_softmax, logsumexp), any length: rows up to 8192 are held
-whole in registers; longer rows take two passes (an online max and sum over blocks, then the normalized write).
+whole in registers (softmax and log_softmax also 16385-32768, LONG_ROW_CONFIGS); longer rows take two passes (an
+online max and sum over blocks, then the normalized write).
 logsumexp (LSE) is a variant of its own, with no run-time mode: it only reads, and with the mode's branches the same
 config read at 2.1 TB/s against 2.9 without (4096 x 4096, bf16, H100). Rows of 4096 and 8192 take half the warps of
 the norms' configs: more rows in flight per SM (logsumexp 3.4 against 2.9 TB/s at 4096 columns; softmax 3.0 against
@@ -8,7 +9,7 @@ the norms' configs: more rows in flight per SM (logsumexp 3.4 against 2.9 TB/s a
 import triton
 import triton.language as tl
 
-from aot.spec import Kernel, i32, i64, ptr
+from aot.spec import Config, Kernel, i32, i64, ptr
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import row_configs
 
@@ -77,6 +78,25 @@ def softmax_kernel(
                 tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
+# Rows past 16384 (the writing kinds; logsumexp reads its row once and keeps the shared configs): held whole up to
+# 32768 (32 warps); from 131072 looping in steps of 16384 (32 warps). H100, bf16, in the wheel (wheel_ab.py
+# long_rows, h100-2026-11-23-experiments.md): softmax / log_softmax 4096 x 32000 2.14-2.24 / 2.30 -> 2.42-2.67 /
+# 2.72 TB/s, 1024 x 131072 1.78 / 1.83 -> 2.24 / 2.29. Rows in between keep steps of 4096: at 2048 x 65536 steps of
+# 8192 lost 4-8% in the wheel although the JIT had them ahead (benchmarks/experiments/wide_rows.py loops more), and
+# rows of 8193-16384 held whole ran at 1.8-2.2 against 2.4-2.7.
+LONG_ROW_CONFIGS = [
+    Config({"BLOCK_N": 32768, "LOOP": False}, num_warps=32, when="n_cols > 16384 && n_cols <= 32768", fallback=False),
+    Config({"BLOCK_N": 16384, "LOOP": True}, num_warps=32, when="n_cols >= 131072", fallback=False),
+]
+
+
+def softmax_configs(target, keys) -> list[Config]:
+    """The rows' configs (the looping fallback last), with LONG_ROW_CONFIGS before that fallback for softmax and
+    log_softmax."""
+    configs = row_configs(blocks=SOFTMAX_ROW_BLOCKS)
+    return configs if keys["LSE"] else configs[:-1] + LONG_ROW_CONFIGS + configs[-1:]
+
+
 KERNELS = [
     Kernel(
         fn=softmax_kernel,
@@ -92,6 +112,6 @@ KERNELS = [
         keys={"T": ["fp16", "bf16", "fp32"], "LSE": [False, True]},
         grid_args=[i64("n_rows")],
         grid=["n_rows", "1", "1"],
-        configs=row_configs(blocks=SOFTMAX_ROW_BLOCKS),
+        configs=softmax_configs,
     ),
 ]

@@ -3,7 +3,7 @@ process: TB/s (each full-size tensor read or written once; cross entropy: the lo
 (linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
 and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
 8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups), long_rows (softmax, log_softmax,
-rms_norm, layer_norm, add+rms_norm on rows of 12k-131k); all of them when none is named.
+rms_norm, layer_norm, add+rms_norm on rows of 16k-131k); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -86,7 +86,7 @@ def group_norm(label: str) -> None:
 
 def long_rows(label: str) -> None:
     """Rows past 8192 elements, which the looping configs serve (softmax family, norms)."""
-    for shape in ((4096, 32000), (1024, 131072), (4096, 16384)):
+    for shape in ((4096, 32000), (1024, 131072), (4096, 16384), (2048, 65536)):
         x, r = randn(*shape), randn(*shape)
         w, b = randn(shape[1]), randn(shape[1])
         nbytes = 2 * x.numel() * x.element_size()

@@ -3,7 +3,10 @@ or three times), for the row norms and the softmax family, through Triton's JIT 
 run-time scalars not specialized); TB/s counting each full-size tensor read or written once, in one run with torch
 eager, torch.compile and the copy bandwidth. Each variant's output is checked against float64.
 
-    python3 benchmarks/experiments/wide_rows.py
+    python3 benchmarks/experiments/wide_rows.py [loops [more]]
+
+`loops`: the softmax family only, on rows of 16k-256k, with looping configs of other blocks and warps; `loops more`:
+the same on 256-4096 rows of 64k-128k.
 """
 
 import sys
@@ -26,6 +29,10 @@ SOFTMAX = triton.jit(softmax_kernel.fn, do_not_specialize=["mode"])
 # (BLOCK_N, num_warps, LOOP): the shipped looping config first
 VARIANTS = [(4096, 8, True), (16384, 16, False), (16384, 32, False), (32768, 16, False), (32768, 32, False)]
 SHAPES = [(4096, 12288), (4096, 16384), (4096, 32000), (2048, 32768)]
+LOOP_VARIANTS = [(4096, 8, True), (4096, 16, True), (8192, 8, True), (8192, 16, True), (16384, 16, True),
+                 (16384, 32, True), (32768, 32, False)]  # fmt: skip
+LOOP_SHAPES = [(4096, 16384), (4096, 32000), (1024, 131072), (512, 262144)]
+MORE_LOOP_SHAPES = [(1024, 65536), (2048, 65536), (4096, 65536), (2048, 131072), (4096, 131072), (256, 131072)]
 
 
 def norm_launch(x, w, b, r, y, h, layer: int, block: int, warps: int, loop: bool):
@@ -39,9 +46,12 @@ def norm_launch(x, w, b, r, y, h, layer: int, block: int, warps: int, loop: bool
 def main() -> None:
     warm_up_gpu()
     print(f"copy {copy_bandwidth():.2f} TB/s")
-    names = [f"{b}/{w}{' loop' if loop else ''}" for b, w, loop in VARIANTS]
+    loops = "loops" in sys.argv
+    variants = LOOP_VARIANTS if loops else VARIANTS
+    names = [f"{b}/{w}{' loop' if loop else ''}" for b, w, loop in variants]
     print("shape", "op", "eager", "compile", *names, sep="\t")
-    for rows, n in SHAPES:
+    shapes = (MORE_LOOP_SHAPES if "more" in sys.argv else LOOP_SHAPES) if loops else SHAPES
+    for rows, n in shapes:
         x, r = (torch.randn(rows, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         y, h = torch.empty_like(x), torch.empty_like(x)
@@ -59,12 +69,12 @@ def main() -> None:
         # name: (layer, residual, torch function of (x, r, w, b), tensors moved)
         ops = {"rms_norm": (0, None, rms_fn, 2), "layer_norm": (1, None, layer_fn, 2)}
         ops["add+rms_norm"] = (0, r, add_rms_fn, 4)
-        for name, (layer, residual, torch_fn, tensors) in ops.items():
+        for name, (layer, residual, torch_fn, tensors) in {} if loops else ops.items():
             compiled = torch.compile(torch_fn, dynamic=False)
             timed = (lambda: torch_fn(x, r, w, b), lambda: compiled(x, r, w, b))
             cells = [tensors * size / bench_queued(fn) / 1e9 for fn in timed]
             want = torch_fn(*(t.double() for t in (x, r, w, b)))
-            for block, warps, loop in VARIANTS:
+            for block, warps, loop in variants:
                 if not loop and n > block:
                     cells.append(float("nan"))
                     continue
@@ -80,7 +90,7 @@ def main() -> None:
             compiled = torch.compile(lambda x, f=torch_fn: f(x, -1), dynamic=False)
             cells = [2 * size / bench_queued(fn) / 1e9 for fn in (lambda: torch_fn(x, -1), lambda: compiled(x))]
             want = torch_fn(x.double(), -1)
-            for block, warps, loop in VARIANTS:
+            for block, warps, loop in variants:
                 if not loop and n > block:
                     cells.append(float("nan"))
                     continue
