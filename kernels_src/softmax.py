@@ -80,8 +80,8 @@ def softmax_kernel(
 
 # Rows past 16384 (the writing kinds; logsumexp reads its row once and keeps the shared configs): held whole up to
 # 32768 (32 warps); from 131072 looping in steps of 16384 (32 warps). H100, bf16, in the wheel (wheel_ab.py
-# long_rows, h100-2026-11-23-experiments.md): softmax / log_softmax 4096 x 32000 2.14-2.24 / 2.30 -> 2.42-2.67 /
-# 2.72 TB/s, 1024 x 131072 1.78 / 1.83 -> 2.24 / 2.29. Rows in between keep steps of 4096: at 2048 x 65536 steps of
+# long_rows, h100-2026-11-23-experiments.md): softmax / log_softmax 4096 x 32000 2.19-2.21 / 2.31 -> 2.67-2.69 /
+# 2.72 TB/s, 1024 x 131072 1.78 / 1.83 -> 2.25 / 2.31. Rows in between keep steps of 4096: at 2048 x 65536 steps of
 # 8192 lost 4-8% in the wheel although the JIT had them ahead (benchmarks/experiments/wide_rows.py loops more), and
 # rows of 8193-16384 held whole ran at 1.8-2.2 against 2.4-2.7.
 LONG_ROW_CONFIGS = [
