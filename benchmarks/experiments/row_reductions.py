@@ -14,6 +14,10 @@ Triton's JIT passes integers below 2**31 as 32-bit, so its group_norm divides in
 spatial argument) divided in 64: the first run's "shipped" group_norm column is the JIT's, not the wheel's.
 
     python3 benchmarks/experiments/row_reductions.py [--revised]
+
+Its group_norm sections call group_norm_kernel with the signature it had then (2026-11-22: no Partials, chunk or
+EVICT_FIRST arguments); against today's kernels_src they stop there. `group_norm_split.py` and
+`group_norm_blocks.py` time today's kernel.
 """
 
 import sys
