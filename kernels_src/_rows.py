@@ -1,8 +1,10 @@
 """Configs shared by the row-wise kernels (norms, softmax): a row up to 8192 elements is held whole in registers,
-the smallest block that fits it is chosen at run time; longer rows loop over blocks of 4096 (the row norms and the
-softmax family add configs for longer rows in their own files). Rows whose length or stride misses the alignment
+the smallest block that fits it is chosen at run time; longer rows loop over blocks of 4096 (the group norm and the
+softmax family pass configs of their own for longer rows: `longer`). Rows whose length or stride misses the alignment
 hints (rare: a hidden size that is not a multiple of 8) all take the looping config's unhinted variant, which takes
 any length."""
+
+from collections.abc import Sequence
 
 from aot.spec import Config
 
@@ -10,11 +12,12 @@ ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 8), (8192, 16)]  # (BLOCK_N, num_warps
 LOOP_BLOCK = 4096
 
 
-def row_configs(length: str = "n_cols", blocks: list[tuple[int, int]] = ROW_BLOCKS) -> list[Config]:
+def row_configs(
+    length: str = "n_cols", blocks: list[tuple[int, int]] = ROW_BLOCKS, longer: Sequence[Config] = ()
+) -> list[Config]:
     """`length` names the kernel's integer argument holding the row length; `blocks` the (BLOCK_N, num_warps) pairs
-    of the rows held whole."""
+    of the rows held whole; `longer` a kernel's own configs for longer rows, tried before the looping fallback."""
     configs = [
         Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"{length} <= {b}", fallback=False) for b, w in blocks
     ]
-    configs.append(Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8))
-    return configs
+    return configs + list(longer) + [Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8)]

@@ -66,8 +66,8 @@ def _welford_row(X, R, G, H, cols, n_cols, gate_silu, gate_pre, HAS_RESIDUAL: tl
     """A looping row's mean and sum of squares about it in one read (writing x + residual on the way): each lane
     keeps Welford's running mean and sum of squares; the lanes merge by Chan's formula in two plain sums. No
     cancellation for rows far from zero mean, and a layer norm reads its row twice in all, not three times (the
-    mean, the squares about it, then the write). H100, bf16: layer_norm at 4096 x 32000 1.53 -> 2.07 TB/s, at
-    1024 x 131072 1.22 -> 1.72, at 4096 x 16384 2.49 -> 2.28 (h100-2026-11-23-experiments.md)."""
+    mean, the squares about it, then the write). H100, bf16: layer_norm at 1024 x 131072 1.22 -> 1.72 TB/s
+    (h100-2026-11-23-experiments.md; rows of 32768 or fewer are held whole since, NORM_ROW_BLOCKS)."""
     mean = tl.zeros([BLOCK_N], dtype=tl.float32)
     m2 = tl.zeros([BLOCK_N], dtype=tl.float32)
     count = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -306,10 +306,9 @@ GROUP_EVICT_FIRST_BLOCK = 4096
 
 
 def group_norm_configs() -> list[Config]:
-    """The rows' configs (groups held whole, the looping fallback last) with the long groups' steps before that
-    fallback; EVICT_FIRST for the looping steps of GROUP_EVICT_FIRST_BLOCK."""
-    configs = row_configs("n_elems")
-    configs = configs[:-1] + LONG_GROUP_CONFIGS + configs[-1:]
+    """The rows' configs (groups held whole, the long groups' steps, the looping fallback); EVICT_FIRST for the
+    looping steps of GROUP_EVICT_FIRST_BLOCK."""
+    configs = row_configs("n_elems", longer=LONG_GROUP_CONFIGS)
     return [
         replace(c, constexprs={**c.constexprs, "EVICT_FIRST": c.constexprs["LOOP"] and c.constexprs["BLOCK_N"] ==
                                GROUP_EVICT_FIRST_BLOCK})

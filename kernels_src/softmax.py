@@ -91,10 +91,8 @@ LONG_ROW_CONFIGS = [
 
 
 def softmax_configs(target, keys) -> list[Config]:
-    """The rows' configs (the looping fallback last), with LONG_ROW_CONFIGS before that fallback for softmax and
-    log_softmax."""
-    configs = row_configs(blocks=SOFTMAX_ROW_BLOCKS)
-    return configs if keys["LSE"] else configs[:-1] + LONG_ROW_CONFIGS + configs[-1:]
+    """The rows' configs, with LONG_ROW_CONFIGS for softmax and log_softmax."""
+    return row_configs(blocks=SOFTMAX_ROW_BLOCKS, longer=() if keys["LSE"] else LONG_ROW_CONFIGS)
 
 
 KERNELS = [
