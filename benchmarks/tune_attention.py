@@ -56,7 +56,8 @@ def launch(q, k, v, out, group, splits, dim, causal, config, part=None, lse=None
         seqlen_q, seqlen_k, dim, heads, group, splits, 0, 0, int(bool(pages)), 0, page_size, n_pages, max_pages,
         1 << 30, 0 if causal else 1 << 30, 0, 0,
         dim**-0.5 * 1.4426950408889634, 0.0, 1.0,
-        BLOCK_D=dim, PAGED=bool(pages), MODS=False, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages,
+        BLOCK_D=dim, PAGED=bool(pages), MODS=False, BLOCK_M=bm, BLOCK_N=bn, NATIVE_FP8=False, num_warps=warps,
+        num_stages=stages,
     )  # fmt: skip
 
 
