@@ -1,6 +1,6 @@
 """The softmax family over the last dim (softmax, log_softmax, logsumexp), any length: rows up to 8192 are held
 whole in registers (softmax and log_softmax also 16385-32768, LONG_ROW_CONFIGS); longer rows take two passes (an
-online max and sum over blocks, then the normalized write).
+online max and sum over blocks, then the normalized write), in steps that grow with the row.
 logsumexp (LSE) is a variant of its own, with no run-time mode: it only reads, and with the mode's branches the same
 config read at 2.1 TB/s against 2.9 without (4096 x 4096, bf16, H100). Rows of 4096 and 8192 take half the warps of
 the norms' configs: more rows in flight per SM (logsumexp 3.4 against 2.9 TB/s at 4096 columns; softmax 3.0 against
@@ -79,14 +79,22 @@ def softmax_kernel(
 
 
 # Rows past 16384 (the writing kinds; logsumexp reads its row once and keeps the shared configs): held whole up to
-# 32768 (32 warps); from 131072 looping in steps of 16384 (32 warps). H100, bf16, in the wheel (wheel_ab.py
-# long_rows, h100-2026-11-23-experiments.md): softmax / log_softmax 4096 x 32000 2.19-2.21 / 2.31 -> 2.67-2.69 /
-# 2.72 TB/s, 1024 x 131072 1.78 / 1.83 -> 2.25 / 2.31. Rows in between keep steps of 4096: at 2048 x 65536 steps of
-# 8192 lost 4-8% in the wheel although the JIT had them ahead (benchmarks/experiments/wide_rows.py loops more), and
-# rows of 8193-16384 held whole ran at 1.8-2.2 against 2.4-2.7.
+# 32768 (32 warps), then looping in steps that grow with the row: 8192 (16 warps) below 73728 columns, 16384 (32
+# warps) from there; 8192 won at 65536 columns and 16384 at 81920, so the boundary lies between. A looping row reads
+# x twice; longer steps with more warps keep fewer rows in flight, which likely lets the second read find more of
+# its row in L2 (not measured directly). H100, bf16, in the wheel (wheel_ab.py long_rows and vocab_rows;
+# h100-2026-11-23-experiments.md, h100-2026-11-24-experiments.md), softmax / log_softmax TB/s:
+#   4096 x 32000   2.19-2.21 / 2.31 -> 2.67-2.69 / 2.72 (held whole)
+#   2048 x 65536   1.85 / 1.91 -> 2.25 / 2.37
+#   2048 x 81920   1.84 / 1.90 -> 2.21 / 2.29
+#   1024 x 128256  1.77 / 1.82 -> 2.23 / 2.29
+#   1024 x 131072  1.78 / 1.83 -> 2.25 / 2.31
+# Steps of 8192 with 8 warps lost at 65536, steps of 16384 lost at 50304 (1.72 against 2.00 with 4096), and rows of
+# 8193-16384 held whole ran at 1.8-2.2 against 2.4-2.7.
 LONG_ROW_CONFIGS = [
     Config({"BLOCK_N": 32768, "LOOP": False}, num_warps=32, when="n_cols > 16384 && n_cols <= 32768", fallback=False),
-    Config({"BLOCK_N": 16384, "LOOP": True}, num_warps=32, when="n_cols >= 131072", fallback=False),
+    Config({"BLOCK_N": 8192, "LOOP": True}, num_warps=16, when="n_cols > 32768 && n_cols < 73728", fallback=False),
+    Config({"BLOCK_N": 16384, "LOOP": True}, num_warps=32, when="n_cols >= 73728", fallback=False),
 ]
 
 

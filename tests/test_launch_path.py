@@ -888,7 +888,7 @@ def test_row_reduction_launches(fake_driver):
         for shape in ((400, 4, 16384), (300, 2, 16384)):
             _library.call("xopsaot_group_norm", (tensor(shape, "bfloat16", {A}), None, None,
                                                  tensor(shape, "bfloat16", {B})), 1, 1e-5, 0)
-        for n in (20000, 40000, 131072):
+        for n in (20000, 40000, 73712, 73728, 131072):
             _library.call("xopsaot_softmax_family", (tensor((2, n), "bfloat16", {A}),
                                                      tensor((2, n), "bfloat16", {B})), 0, 0)
         _library.call("xopsaot_softmax_family", (tensor((2, 40000), "bfloat16", {A}),
@@ -898,12 +898,12 @@ def test_row_reduction_launches(fake_driver):
     """,
     )
     lse, soft, group, stats, split, whole, long_groups, few_long_groups, *long_rows, long_lse = r["launches"]
-    # softmax rows of 16385-32768 held whole by 32 warps, longer ones in steps of 4096 (8 warps), from 131072 of 16384
+    # softmax rows of 16385-32768 held whole by 32 warps, longer ones in steps of 8192 (16 warps), from 73728 of 16384
     # (32 warps); logsumexp keeps the shared looping config
     steps = [
         (v["variant"]["constexprs"]["BLOCK_N"], v["variant"]["constexprs"]["LOOP"], v["block"][0]) for v in long_rows
     ]
-    assert steps == [(32768, False, 1024), (4096, True, 256), (16384, True, 1024)]
+    assert steps == [(32768, False, 1024), *[(8192, True, 512)] * 2, *[(16384, True, 1024)] * 2]
     assert long_lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and long_lse["variant"]["constexprs"]["LOOP"]
     assert lse["variant"]["keys"] == {"LSE": True} and soft["variant"]["keys"] == {"LSE": False}
     assert lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and not lse["variant"]["constexprs"]["LOOP"]

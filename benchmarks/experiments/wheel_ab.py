@@ -3,7 +3,8 @@ process: TB/s (each full-size tensor read or written once; cross entropy: the lo
 (linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
 and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
 8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups), long_rows (softmax, log_softmax,
-rms_norm, layer_norm, add+rms_norm on rows of 16k-131k); all of them when none is named.
+rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax and log_softmax on rows of 50k-131k);
+all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -101,8 +102,21 @@ def long_rows(label: str) -> None:
             line(label, name, shape, "tbps", moved / bench_queued(ours) / 1e9, moved / bench_queued(eager) / 1e9)
 
 
+def vocab_rows(label: str) -> None:
+    """softmax and log_softmax on rows of 32k-128k columns (vocabulary-sized logits)."""
+    for shape in ((4096, 50304), (2048, 65536), (2048, 81920), (1024, 100000), (1024, 128256), (4096, 128256)):
+        x = randn(*shape)
+        nbytes = 2 * x.numel() * x.element_size()
+        for name, ours, eager in (
+            ("softmax", lambda: xopsaot.softmax(x, -1), lambda: torch.softmax(x, -1)),
+            ("log_softmax", lambda: xopsaot.log_softmax(x, -1), lambda: torch.log_softmax(x, -1)),
+        ):
+            line(label, name, shape, "tbps", nbytes / bench_queued(ours) / 1e9, nbytes / bench_queued(eager) / 1e9)
+
+
 GROUPS = {"gelu": gelu, "others": others, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
 GROUPS["long_rows"] = long_rows
+GROUPS["vocab_rows"] = vocab_rows
 
 
 def main() -> None:
