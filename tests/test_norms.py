@@ -171,10 +171,10 @@ def test_group_norm_far_from_zero(request, rng, where):
 
 @pytest.mark.gpu
 def test_group_norm_long_groups(poison, rng):
-    """Long groups, 3 or more per multiprocessor on an H100 (132), unsplit: the configs with longer steps (8192
-    elements from groups of 32768, 16384 from 65536), with a spatial size a multiple of 16 or not, and a group
-    length that misses the alignment hint (the looping fallback)."""
-    cases = (((400, 4, 16384), 1), ((396, 4, 16384), 2), ((400, 4, 8200), 1), ((400, 1, 32771), 1))
+    """Long groups, 3 or more per multiprocessor on GPUs of up to 233 of them (an H100 has 132, a B200 148),
+    unsplit: the configs with longer steps (8192 elements from groups of 32768, 16384 from 65536), with a spatial
+    size a multiple of 16 or not, and a group length that misses the alignment hint (the looping fallback)."""
+    cases = (((700, 4, 16384), 1), ((396, 4, 16384), 2), ((700, 4, 8200), 1), ((400, 1, 32771), 1))
     for dtype in DTYPES:
         for shape, groups in cases:
             x = arr(rng, shape, dtype, "gpu")
