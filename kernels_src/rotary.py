@@ -2,8 +2,10 @@
 rotary, GPT-NeoX halves or GPT-J interleaved pairs, in place or not), the servers' rotary_qk (q and k rotated in
 place in one launch from a position id per token), and Xopes' lrpe_cosine ([x cos(t theta), x sin(t theta)]).
 
-Every program handles one token and a block of heads. The position source, the layout and which tensor a head
-block belongs to are run-time scalars, so one binary per dtype and block size serves every form."""
+Every program handles one token and a block of heads (of x, and of K for rotary_qk). The position source and
+whether there is a K are run-time scalars; the layout (halves or interleaved pairs) is a variant key (INTERLEAVED):
+with both layouts in one binary, holding x's and K's tiles at once took 236 registers a thread against 128, and
+rotary_qk ran 30% slower."""
 
 import triton
 import triton.language as tl
@@ -14,39 +16,61 @@ from kernels_src._pdl import wait_for_predecessor
 
 
 @triton.jit
+def _load_halves(R, rows_ok, start, half, interleaved: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    """Columns [start, start + BLOCK_HALF) of the rotated halves of the rows at R ((BLOCK_H, 1) pointers), as
+    float32: (j, j + half), or the pairs (2j, 2j + 1) when interleaved, loaded as they lie and split in registers."""
+    jj = start + tl.arange(0, BLOCK_HALF)[None, :]
+    if interleaved:
+        pair_cols = 2 * start + tl.arange(0, 2 * BLOCK_HALF)[None, :]
+        x = tl.load(R + pair_cols, mask=rows_ok & (pair_cols < 2 * half), other=0.0).to(tl.float32)
+        a, b = tl.split(tl.reshape(x, (BLOCK_H, BLOCK_HALF, 2)))
+    else:
+        a = tl.load(R + jj, mask=rows_ok & (jj < half), other=0.0).to(tl.float32)
+        b = tl.load(R + jj + half, mask=rows_ok & (jj < half), other=0.0).to(tl.float32)
+    return a, b
+
+
+@triton.jit
+def _store_rotated(R, rows_ok, start, half, interleaved: tl.constexpr, a, b, c, s, BLOCK_H: tl.constexpr,
+                   BLOCK_HALF: tl.constexpr):  # fmt: skip
+    """The halves a and b rotated by (c, s), stored where _load_halves read them."""
+    ra = (a * c - b * s).to(R.dtype.element_ty)
+    rb = (a * s + b * c).to(R.dtype.element_ty)
+    jj = start + tl.arange(0, BLOCK_HALF)[None, :]
+    if interleaved:
+        pair_cols = 2 * start + tl.arange(0, 2 * BLOCK_HALF)[None, :]
+        tl.store(R + pair_cols, tl.reshape(tl.join(ra, rb), (BLOCK_H, 2 * BLOCK_HALF)),
+                 mask=rows_ok & (pair_cols < 2 * half))  # fmt: skip
+    else:
+        tl.store(R + jj, ra, mask=rows_ok & (jj < half))
+        tl.store(R + jj + half, rb, mask=rows_ok & (jj < half))
+
+
+@triton.jit
 def _rotate_heads(
-    X, Y, COS, SIN, pos, n_pos, stride_cs, heads, half, tail_end, stride_xh, stride_yh, interleaved,
-    BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
+    X, Y, K, COS, SIN, pos, n_pos, stride_cs, heads, heads_k, half, tail_end, stride_xh, stride_yh, stride_kh,
+    interleaved: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
 ):  # fmt: skip
-    """Rotate heads [0, heads) of one token (X and Y point at its first head) by row `pos` of the COS and SIN tables,
-    and copy columns [2 * half, tail_end) unrotated. Every thread stores only elements it loaded itself, so Y may
-    be X. A position outside the table is left unrotated: cos 1, sin 0. The table is read after x, so a position
-    still on its way from memory does not hold up x's loads."""
+    """Rotate heads [0, heads) of one token of x into Y and heads [0, heads_k) of K in place (X, Y and K point at the
+    token's first head in the block) by row `pos` of the COS and SIN tables, and copy x's columns [2 * half,
+    tail_end) unrotated. Both tensors' loads are issued before either's stores: rotating x's heads and then K's
+    waited twice on memory (rotary_qk 4-9% faster in the wheel on an H100, h100-2026-11-24-experiments.md). Every
+    thread stores only elements it loaded itself, so Y may be X. A position outside the table is left unrotated:
+    cos 1, sin 0. The table is read after x, so a position still on its way from memory does not hold up x's
+    loads. Without a K (apply_rotary) its loads and stores are masked off: branching around them instead made
+    apply_rotary 12% slower."""
     h = tl.arange(0, BLOCK_H)[:, None]
-    j = tl.arange(0, BLOCK_HALF)
+    XR, YR, KR = X + h * stride_xh, Y + h * stride_yh, K + h * stride_kh
     for start in range(0, half, BLOCK_HALF):
-        jj = start + j
-        if interleaved:  # pairs (2j, 2j + 1): load the row as it lies and split it in registers
-            pair_cols = 2 * start + tl.arange(0, 2 * BLOCK_HALF)[None, :]
-            pair_mask = (h < heads) & (pair_cols < 2 * half)
-            x = tl.load(X + h * stride_xh + pair_cols, mask=pair_mask, other=0.0).to(tl.float32)
-            c, s = _table_row(COS, SIN, pos, n_pos, stride_cs, jj, half)
-            a, b = tl.split(tl.reshape(x, (BLOCK_H, BLOCK_HALF, 2)))
-            y = tl.reshape(tl.join(a * c - b * s, a * s + b * c), (BLOCK_H, 2 * BLOCK_HALF))
-            tl.store(Y + h * stride_yh + pair_cols, y.to(Y.dtype.element_ty), mask=pair_mask)
-        else:  # halves (j, j + half)
-            mask = (h < heads) & (jj[None, :] < half)
-            first = h * stride_xh + jj[None, :]
-            a = tl.load(X + first, mask=mask, other=0.0).to(tl.float32)
-            b = tl.load(X + first + half, mask=mask, other=0.0).to(tl.float32)
-            c, s = _table_row(COS, SIN, pos, n_pos, stride_cs, jj, half)
-            out = h * stride_yh + jj[None, :]
-            tl.store(Y + out, (a * c - b * s).to(Y.dtype.element_ty), mask=mask)
-            tl.store(Y + out + half, (a * s + b * c).to(Y.dtype.element_ty), mask=mask)
+        a, b = _load_halves(XR, h < heads, start, half, interleaved, BLOCK_H, BLOCK_HALF)
+        ak, bk = _load_halves(KR, h < heads_k, start, half, interleaved, BLOCK_H, BLOCK_HALF)
+        c, s = _table_row(COS, SIN, pos, n_pos, stride_cs, start + tl.arange(0, BLOCK_HALF), half)
+        _store_rotated(YR, h < heads, start, half, interleaved, a, b, c, s, BLOCK_H, BLOCK_HALF)
+        _store_rotated(KR, h < heads_k, start, half, interleaved, ak, bk, c, s, BLOCK_H, BLOCK_HALF)
     for start in range(2 * half, tail_end, 2 * BLOCK_HALF):
         cols = start + tl.arange(0, 2 * BLOCK_HALF)[None, :]
         mask = (h < heads) & (cols < tail_end)
-        tl.store(Y + h * stride_yh + cols, tl.load(X + h * stride_xh + cols, mask=mask), mask=mask)
+        tl.store(YR + cols, tl.load(XR + cols, mask=mask), mask=mask)
 
 
 @triton.jit
@@ -62,7 +86,7 @@ def _table_row(COS, SIN, pos, n_pos, stride_cs, jj, half):
 @triton.jit
 def _rotary_token(
     X, Y, K, COS, SIN, OFFSETS, POSITIONS, token, s, b, block, outside,
-    heads, heads_k, half, tail_end, n_pos, offset, pos_mode, interleaved,
+    heads, heads_k, half, tail_end, n_pos, offset, pos_mode, interleaved: tl.constexpr,
     stride_xb, stride_xs, stride_xh, stride_yb, stride_ys, stride_yh, stride_ks, stride_kh, stride_cs,
     BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
 ):  # fmt: skip
@@ -74,28 +98,21 @@ def _rotary_token(
     else:
         pos = tl.load(POSITIONS + token).to(tl.int64)
     pos = tl.where(outside, -1, pos)
-    h0 = block * BLOCK_H
-    if h0 < heads:
-        XT = X + b * stride_xb + token * stride_xs + h0 * stride_xh
-        YT = Y + b * stride_yb + token * stride_ys + h0 * stride_yh
-        _rotate_heads(
-            XT, YT, COS, SIN, pos, n_pos, stride_cs, heads - h0, half, tail_end, stride_xh, stride_yh, interleaved,
-            BLOCK_H, BLOCK_HALF,
-        )  # fmt: skip
-    if h0 < heads_k:  # the same program rotates K's block too: a few k heads make too little work for their own
-        KT = K + token * stride_ks + h0 * stride_kh
-        _rotate_heads(
-            KT, KT, COS, SIN, pos, n_pos, stride_cs, heads_k - h0, half, 2 * half, stride_kh, stride_kh, interleaved,
-            BLOCK_H, BLOCK_HALF,
-        )  # fmt: skip
+    h0 = block * BLOCK_H  # this program's block of x's heads and the same block of K's (a few k heads make too
+    # little work for programs of their own)
+    _rotate_heads(
+        X + b * stride_xb + token * stride_xs + h0 * stride_xh, Y + b * stride_yb + token * stride_ys + h0 * stride_yh,
+        K + token * stride_ks + h0 * stride_kh, COS, SIN, pos, n_pos, stride_cs, heads - h0, heads_k - h0, half,
+        tail_end, stride_xh, stride_yh, stride_kh, interleaved, BLOCK_H, BLOCK_HALF,
+    )  # fmt: skip
 
 
 @triton.jit
 def rotary_kernel(
     X, Y, K, COS, SIN, OFFSETS, POSITIONS, CU_SEQLENS,
-    heads, heads_k, half, tail_end, n_pos, offset, total, pos_mode, varlen, interleaved,
+    heads, heads_k, half, tail_end, n_pos, offset, total, pos_mode, varlen,
     stride_xb, stride_xs, stride_xh, stride_yb, stride_ys, stride_yh, stride_ks, stride_kh, stride_cs,
-    BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr, PDL: tl.constexpr = False,
+    BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr, INTERLEAVED: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Program (s, b, head block): token s of sequence b, its block of x's heads and of K's (rotated in place).
     Positions: s + offset (pos_mode 0), s + OFFSETS[b] (1), POSITIONS[token] (2).
@@ -112,14 +129,14 @@ def rotary_kernel(
         for token in range(first + s, last, tl.num_programs(0)):
             _rotary_token(
                 X, Y, K, COS, SIN, OFFSETS, POSITIONS, token, token - first, b, block, outside,
-                heads, heads_k, half, tail_end, n_pos, offset, pos_mode, interleaved,
+                heads, heads_k, half, tail_end, n_pos, offset, pos_mode, INTERLEAVED,
                 0, stride_xs, stride_xh, 0, stride_ys, stride_yh, stride_ks, stride_kh, stride_cs,
                 BLOCK_H, BLOCK_HALF,
             )  # fmt: skip
     else:
         _rotary_token(
             X, Y, K, COS, SIN, OFFSETS, POSITIONS, s, s, b, block, False,
-            heads, heads_k, half, tail_end, n_pos, offset, pos_mode, interleaved,
+            heads, heads_k, half, tail_end, n_pos, offset, pos_mode, INTERLEAVED,
             stride_xb, stride_xs, stride_xh, stride_yb, stride_ys, stride_yh, stride_ks, stride_kh, stride_cs,
             BLOCK_H, BLOCK_HALF,
         )  # fmt: skip
@@ -207,11 +224,10 @@ KERNELS = [
             i64("total"),
             i32("pos_mode"),
             i32("varlen"),
-            i32("interleaved"),
             *_strides("stride_xb", "stride_xs", "stride_xh", "stride_yb", "stride_ys", "stride_yh"),
             *_strides("stride_ks", "stride_kh", "stride_cs"),
         ],
-        keys={"T": ["fp16", "bf16", "fp32"]},
+        keys={"T": ["fp16", "bf16", "fp32"], "INTERLEAVED": [False, True]},
         grid_args=[i64("seqlen"), i64("batch")],
         grid=["seqlen", "batch + varlen", "cdiv(max(heads, heads_k), BLOCK_H)"],
         configs=_rotary_configs(),

@@ -29,7 +29,7 @@ PROMISED = {
     "scan": ("scan_kernel", ["float16", "bfloat16", "float32", "int32", "int64", "bool"], {}),
     "group_norm": ("group_norm_kernel", ["float16", "bfloat16", "float32"], {}),
     "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {"LSE": [False, True]}),
-    "rotary": ("rotary_kernel", ["float16", "bfloat16", "float32"], {}),
+    "rotary": ("rotary_kernel", ["float16", "bfloat16", "float32"], {"INTERLEAVED": [False, True]}),
     "lrpe_cosine": ("lrpe_cosine_kernel", ["float16", "bfloat16", "float32"], {}),
     "matmul": (
         "matmul_kernel",

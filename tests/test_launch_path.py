@@ -833,11 +833,12 @@ def test_autotune_waits_while_a_graph_is_captured(fake_driver, tmp_path):
 @needs_sm90
 def test_rotary_launches(fake_driver):
     """rotary_qk: q and k in one grid, SIN at the cache's second half, positions per token. apply_rotary varlen: a
-    row of programs past the last sequence copies the padding tokens out of place, and nothing in place."""
+    row of programs past the last sequence copies the padding tokens out of place, and nothing in place. The layout
+    (halves or interleaved pairs) picks the variant."""
     r = scenario(
         fake_driver,
         f"""
-        fake.fake_cuda_expect_params(29)
+        fake.fake_cuda_expect_params(28)
         q = tensor((5, 32, 128), "bfloat16", {A}, strides=(6144, 128, 1))
         k = tensor((5, 8, 128), "bfloat16", {A} + 8192, strides=(6144, 128, 1))
         cache = tensor((100, 128), "bfloat16", {C})
@@ -855,13 +856,15 @@ def test_rotary_launches(fake_driver):
                             for x in r["launches"]]  # fmt: skip
     assert r["launches"][0]["grid"] == [5, 1, 1]  # one program per token: its 32 q heads, then k's 8
     assert qk["X"] == qk["Y"] == A and qk["K"] == A + 8192 and qk["COS"] == C and qk["SIN"] == C + 64 * 2
-    assert (qk["POSITIONS"], qk["pos_mode"], qk["interleaved"], qk["half"], qk["tail_end"]) == (B, 2, 0, 64, 128)
+    assert (qk["POSITIONS"], qk["pos_mode"], qk["half"], qk["tail_end"]) == (B, 2, 64, 128)
+    interleaved = [x["variant"]["keys"]["INTERLEAVED"] for x in r["launches"]]
+    assert interleaved == [False, False, True]  # is_neox=1, then interleaved=0 and 1
     assert (qk["stride_xs"], qk["stride_ks"], qk["stride_kh"], qk["n_pos"], qk["heads_k"]) == (6144, 6144, 128, 100, 8)
     assert r["launches"][1]["grid"] == [33, 4, 1]  # max_seqlen, 3 sequences + the padding row, 6 heads
     assert (varlen["varlen"], varlen["total"], varlen["tail_end"], varlen["offset"], varlen["stride_xb"]) == (
         1, 40, 96, 3, 0)  # fmt: skip
     assert varlen["Y"] == A + 2**20 and varlen["CU_SEQLENS"] == C and varlen["pos_mode"] == 0
-    assert (in_place["total"], in_place["tail_end"], in_place["interleaved"], in_place["Y"]) == (0, 80, 1, A)
+    assert (in_place["total"], in_place["tail_end"], in_place["Y"]) == (0, 80, A)
     assert "out is x with other strides" in r["strides"][1]
 
 

@@ -3,8 +3,8 @@ process: TB/s (each full-size tensor read or written once; cross entropy: the lo
 (linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
 and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
 8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups), long_rows (softmax, log_softmax,
-rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax and log_softmax on rows of 50k-131k);
-all of them when none is named.
+rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax and log_softmax on rows of 50k-131k),
+rotary (apply_rotary and rotary_qk); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -114,9 +114,21 @@ def vocab_rows(label: str) -> None:
             line(label, name, shape, "tbps", nbytes / bench_queued(ours) / 1e9, nbytes / bench_queued(eager) / 1e9)
 
 
+def rotary(label: str) -> None:
+    """apply_rotary (out of place and in place) and rotary_qk, the shapes of benchmarks/rotary.py."""
+    from rotary import cases
+
+    for tokens, heads, heads_k, dim in ((4096, 32, 8, 128), (16384, 32, 8, 128), (4096, 64, 8, 64)):
+        for name, (ours, eager, nbytes) in cases(tokens, heads, heads_k, dim).items():
+            if name != "lrpe_cosine":
+                line(label, name, (tokens, heads, heads_k, dim), "tbps", nbytes / bench_queued(ours) / 1e9,
+                     nbytes / bench_queued(eager) / 1e9)  # fmt: skip
+
+
 GROUPS = {"gelu": gelu, "others": others, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
 GROUPS["long_rows"] = long_rows
 GROUPS["vocab_rows"] = vocab_rows
+GROUPS["rotary"] = rotary
 
 
 def main() -> None:

@@ -94,11 +94,11 @@ xopsaot_status xopsaot_rotary(const xopsaot_tensor *x, const xopsaot_tensor *cos
       .heads = (int32_t)heads, .heads_k = 0, .half = (int32_t)half,
       .tail_end = (int32_t)(in_place ? 2 * half : head_dim), .n_pos = cos->shape[0], .offset = offset,
       .total = varlen && !in_place ? x->shape[0] : 0, /* varlen: tokens after the last sequence are copied */
-      .pos_mode = seqlen_offsets ? 1 : 0, .varlen = varlen, .interleaved = interleaved != 0,
+      .pos_mode = seqlen_offsets ? 1 : 0, .varlen = varlen,
       .stride_xb = varlen ? 0 : x->strides[0], .stride_xs = x->strides[s], .stride_xh = x->strides[d - 1],
       .stride_yb = varlen ? 0 : out->strides[0], .stride_ys = out->strides[s], .stride_yh = out->strides[d - 1],
       .stride_ks = 0, .stride_kh = 0, .stride_cs = cos->strides[0], .seqlen = seqlen, .batch = batch};
-  xk_rotary_kernel_keys keys = {x->dtype};
+  xk_rotary_kernel_keys keys = {x->dtype, interleaved != 0};
   return xo_launch(&xk_rotary_kernel, &keys.T, &args, x->device, stream);
 }
 
@@ -142,12 +142,12 @@ xopsaot_status xopsaot_rotary_qk(const xopsaot_tensor *positions, const xopsaot_
       .SIN = (void *)(cache + half * xo_dtype_size(q->dtype)), .OFFSETS = positions->data,
       .POSITIONS = positions->data, .CU_SEQLENS = positions->data,
       .heads = (int32_t)heads, .heads_k = (int32_t)heads_k, .half = (int32_t)half, .tail_end = (int32_t)(2 * half),
-      .n_pos = cos_sin_cache->shape[0], .offset = 0, .total = 0, .pos_mode = 2, .varlen = 0, .interleaved = is_neox == 0,
+      .n_pos = cos_sin_cache->shape[0], .offset = 0, .total = 0, .pos_mode = 2, .varlen = 0,
       .stride_xb = 0, .stride_xs = stride_qs, .stride_xh = q->strides[q->ndim - 2],
       .stride_yb = 0, .stride_ys = stride_qs, .stride_yh = q->strides[q->ndim - 2],
       .stride_ks = stride_ks, .stride_kh = k ? k->strides[k->ndim - 2] : 0, .stride_cs = cos_sin_cache->strides[0],
       .seqlen = tokens, .batch = 1};
-  xk_rotary_kernel_keys keys = {q->dtype};
+  xk_rotary_kernel_keys keys = {q->dtype, is_neox == 0};
   return xo_launch(&xk_rotary_kernel, &keys.T, &args, q->device, stream);
 }
 
