@@ -98,6 +98,9 @@ xopsaot_status xo_launch(const xo_kernel *kernel, const int32_t *keys, const voi
 /* Whether xo_launch would find a variant for these keys and arguments on `device` (for ops with a fast path). */
 int xo_can_launch(const xo_kernel *kernel, const int32_t *keys, const void *args, int device) XO_INTERNAL;
 
+/* n rounded up to a multiple of m (both positive). */
+static inline int64_t xo_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
 /* The multiprocessor count of `device`, for ops that size their work to the GPU. */
 xopsaot_status xo_device_sm_count(int device, int *sm_count) XO_INTERNAL;
 /* Stream-ordered workspace (cuMemAllocAsync; capturable into graphs), freed after the launches that use it. */

@@ -1,13 +1,19 @@
 """Scans along one dim: cumsum (optionally reversed, optionally restarting at varlen sequence boundaries) and
-logcumsumexp. x is contiguous and read as (segments, n, inner): program (s, i) scans segment s along n for the lanes
-[i * BLOCK_I, (i + 1) * BLOCK_I) of inner, block by block with a running carry. With cu_seqlens (varlen), the scan
-dim is dim 0 and segment s covers positions cu[s] to cu[s + 1]; one extra segment scans the tokens after the last
-sequence. A reversed scan reads each block backwards and scans it forwards. Sums accumulate in float32 (floats) or
-int64 (integers and bool, whose result is int64 as in torch).
+logcumsumexp. x is contiguous and read as (segments, n, inner): program (s, i, p) scans segment s along n (or its
+chunk p, below) for the lanes [i * BLOCK_I, (i + 1) * BLOCK_I) of inner, block by block with a running carry. With
+cu_seqlens (varlen), the scan dim is dim 0 and segment s covers positions cu[s] to cu[s + 1]; one extra segment
+scans the tokens after the last sequence. A reversed scan reads each block backwards and scans it forwards. Sums
+accumulate in float32 (floats) or int64 (integers and bool, whose result is int64 as in torch).
 
 inner == 1 (a scan along the last dim) takes 1-D blocks: a [BLOCK_T, 1] tile ran at 40-45% of copy. logcumsumexp
 scans (max, sum of 2 ** (x - max)) pairs in base 2, one exp2 per combine and a log2 per element, where a logaddexp
-combine took an exp and a log1p (6% of copy; benchmarks/experiments/scan_rows.py)."""
+combine took an exp and a log1p (6% of copy; benchmarks/experiments/scan_rows.py).
+
+Few programs (a scan along the first dim of a 2-D tensor is one segment and inner / BLOCK_I lane blocks; a 1-D
+tensor is one program) would leave most of the GPU idle while each walks its whole line. The launcher then splits
+the scan dim into chunks (program_id(2)): scan_totals_kernel writes each chunk's total (the (max, sum) pair for
+logcumsumexp) to a workspace, and scan_kernel starts each chunk from the totals of the chunks before it in scan
+order. That reads x twice."""
 
 import triton
 import triton.language as tl
@@ -64,59 +70,168 @@ def _scan_block(X, Y, offs, mask, carry, carry_m, carry_s, is_last, op, FLOATING
 
 
 @triton.jit
-def _scan_row(X, Y, first, last, reverse, op, BLOCK_T: tl.constexpr, FORWARD: tl.constexpr,
-              FLOATING: tl.constexpr):  # fmt: skip
-    """One line along the last dim in 1-D blocks. FORWARD: first is 0 and no reversal, so the offsets are known
-    contiguous (and, in the hinted variant, aligned) and the accesses vectorize."""
+def _scan_row(X, Y, first, last, k0, k_stop, reverse, op, carry, carry_m, carry_s, BLOCK_T: tl.constexpr,
+              FORWARD: tl.constexpr, FLOATING: tl.constexpr):  # fmt: skip
+    """Positions [k0, min(k_stop, last - first)) in scan order of one line along the last dim, in 1-D blocks, after
+    the carries (shape [1]). FORWARD: first is 0 and no reversal, so the offsets are known contiguous (and, in the
+    hinted variant, aligned) and the accesses vectorize; the mask compares with the two bounds apart, each a known
+    multiple of 16 there (their minimum is not known as one, which cost the vector accesses)."""
     step = tl.arange(0, BLOCK_T)
-    carry_m = tl.full([1], -float("inf"), tl.float32)  # logcumsumexp's running (max, sum) pair in base 2
-    carry_s = tl.zeros([1], dtype=tl.float32)
-    carry = tl.zeros([1], dtype=tl.float32 if FLOATING else tl.int64)
-    for start in range(0, tl.cdiv(last - first, BLOCK_T)):
-        k = start * BLOCK_T + step  # the k-th position in scan order
+    for start in range(0, tl.cdiv(tl.minimum(k_stop, last - first) - k0, BLOCK_T)):
+        k = k0 + start * BLOCK_T + step  # the k-th position in scan order
         if FORWARD:
             offs = k
         else:
             offs = tl.where(reverse != 0, last - 1 - k, first + k)
-        carry, carry_m, carry_s = _scan_block(X, Y, offs, k < last - first, carry, carry_m, carry_s,
-                                              step == BLOCK_T - 1, op, FLOATING)  # fmt: skip
+        mask = (k < k_stop) & (k < last - first)
+        carry, carry_m, carry_s = _scan_block(X, Y, offs, mask, carry, carry_m, carry_s, step == BLOCK_T - 1, op,
+                                              FLOATING)  # fmt: skip
+
+
+@triton.jit
+def _segment(CU, segment, n, inner, batch, varlen):
+    """The segment's first and last positions along the scan dim and the offset of its first element."""
+    first = n * 0
+    last = n
+    base = segment.to(tl.int64) * n * inner
+    if varlen != 0:
+        first = tl.load(CU + segment).to(tl.int64)
+        last = tl.where(segment == batch, n, tl.load(CU + tl.minimum(segment + 1, batch)).to(tl.int64))
+        base = n * 0
+    return first, last, base
+
+
+@triton.jit
+def _carry_in(W, segment, part, lanes, inner, op, FLOATING: tl.constexpr, BLOCK_I: tl.constexpr):
+    """The totals of the segment's chunks before `part` (scan order), combined in order: the carries (1, BLOCK_I) a
+    chunk starts from. W holds (segments, parts, inner) totals, float32 (a second plane of sums after the maxima
+    for logcumsumexp) or int64."""
+    parts = tl.num_programs(2)
+    at = segment.to(tl.int64) * parts * inner + lanes[None, :]
+    plane = tl.num_programs(0).to(tl.int64) * parts * inner
+    mask = lanes[None, :] < inner
+    carry_m = tl.full([1, BLOCK_I], -float("inf"), tl.float32)
+    carry_s = tl.zeros([1, BLOCK_I], dtype=tl.float32)
+    carry = tl.zeros([1, BLOCK_I], dtype=tl.float32 if FLOATING else tl.int64)
+    for p in range(0, part):
+        if FLOATING:
+            Wf = W.to(tl.pointer_type(tl.float32))
+            if op == 1:
+                m = tl.load(Wf + at + p * inner, mask=mask, other=-float("inf"))
+                s = tl.load(Wf + plane + at + p * inner, mask=mask, other=0.0)
+                carry_m, carry_s = _pair_combine(carry_m, carry_s, m, s)
+            else:
+                carry += tl.load(Wf + at + p * inner, mask=mask, other=0.0)
+        else:
+            carry += tl.load(W + at + p * inner, mask=mask, other=0)
+    return carry, carry_m, carry_s
 
 
 @triton.jit
 def scan_kernel(
-    X, Y, CU, n, inner, batch, varlen, reverse, op,
-    BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, PDL: tl.constexpr = False,
+    X, Y, CU, W, n, inner, batch, varlen, reverse, op, chunk,
+    CHUNKED: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
+    """Program (segment, lane block, part): with CHUNKED, positions [part * chunk, (part + 1) * chunk) in scan order
+    of its segment's lines, starting from the totals of the parts before it (W); else the whole lines. CHUNKED is a
+    variant key: the carry-in code in every variant cost unchunked scans along the last dim 11-22% (168 registers a
+    thread against 128)."""
     wait_for_predecessor(PDL)
     segment = tl.program_id(0)
     floating: tl.constexpr = X.dtype.element_ty.is_floating()
+    lanes = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)
+    if CHUNKED:
+        part = tl.program_id(2)
+        k0 = part.to(tl.int64) * chunk
+        carry, carry_m, carry_s = _carry_in(W, segment, part, lanes, inner, op, floating, BLOCK_I)
+    else:
+        k0 = n * 0
+        carry_m = tl.full([1, BLOCK_I], -float("inf"), tl.float32)  # logcumsumexp's running (max, sum) in base 2
+        carry_s = tl.zeros([1, BLOCK_I], dtype=tl.float32)
+        carry = tl.zeros([1, BLOCK_I], dtype=tl.float32 if floating else tl.int64)
+    if BLOCK_I == 1:
+        carry, carry_m, carry_s = tl.reshape(carry, [1]), tl.reshape(carry_m, [1]), tl.reshape(carry_s, [1])
     if BLOCK_I == 1 and varlen == 0 and reverse == 0:  # the common row: its own code, whose accesses vectorize
         row = segment.to(tl.int64) * n
-        _scan_row(X + row, Y + row, 0, n, 0, op, BLOCK_T, True, floating)
-    else:
-        first = n * 0
-        last = n
-        base = segment.to(tl.int64) * n * inner
-        if varlen != 0:
-            first = tl.load(CU + segment).to(tl.int64)
-            last = tl.where(segment == batch, n, tl.load(CU + tl.minimum(segment + 1, batch)).to(tl.int64))
-            base = n * 0
-        if BLOCK_I == 1:
-            _scan_row(X + base, Y + base, first, last, reverse, op, BLOCK_T, False, floating)
+        if CHUNKED:
+            k_stop = k0 + chunk
         else:
-            lanes = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)
+            k_stop = n
+        _scan_row(X + row, Y + row, 0, n, k0, k_stop, 0, op, carry, carry_m, carry_s, BLOCK_T, True, floating)
+    else:
+        first, last, base = _segment(CU, segment, n, inner, batch, varlen)
+        if CHUNKED:
+            k_stop = k0 + chunk
+        else:
+            k_stop = last - first
+        if BLOCK_I == 1:
+            _scan_row(X + base, Y + base, first, last, k0, k_stop, reverse, op, carry, carry_m, carry_s, BLOCK_T,
+                      False, floating)  # fmt: skip
+        else:
+            k1 = tl.minimum(k_stop, last - first)
             step = tl.arange(0, BLOCK_T)
             is_last = (step == BLOCK_T - 1)[:, None]
-            carry_m = tl.full([1, BLOCK_I], -float("inf"), tl.float32)
-            carry_s = tl.zeros([1, BLOCK_I], dtype=tl.float32)
-            carry = tl.zeros([1, BLOCK_I], dtype=tl.float32 if floating else tl.int64)
-            for start in range(0, tl.cdiv(last - first, BLOCK_T)):
-                k = start * BLOCK_T + step
+            for start in range(0, tl.cdiv(k1 - k0, BLOCK_T)):
+                k = k0 + start * BLOCK_T + step
                 t = tl.where(reverse != 0, last - 1 - k, first + k)
-                mask = (k < last - first)[:, None] & (lanes[None, :] < inner)
+                mask = (k < k1)[:, None] & (lanes[None, :] < inner)
                 offs = base + t[:, None] * inner + lanes[None, :]
                 carry, carry_m, carry_s = _scan_block(X, Y, offs, mask, carry, carry_m, carry_s, is_last, op,
                                                       floating)  # fmt: skip
+
+
+@triton.jit
+def scan_totals_kernel(
+    X, CU, W, n, inner, batch, varlen, reverse, op, chunk,
+    BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, PDL: tl.constexpr = False,
+):  # fmt: skip
+    """Program (segment, lane block, part) as in scan_kernel: the total of its chunk per lane into W (see
+    _carry_in), the sum or logcumsumexp's (max, sum of 2 ** (x - max)) pair in base 2."""
+    wait_for_predecessor(PDL)
+    segment = tl.program_id(0)
+    part = tl.program_id(2)
+    floating: tl.constexpr = X.dtype.element_ty.is_floating()
+    first, last, base = _segment(CU, segment, n, inner, batch, varlen)
+    k0 = part.to(tl.int64) * chunk
+    k1 = tl.minimum(k0 + chunk, last - first)
+    lanes = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)
+    step = tl.arange(0, BLOCK_T)
+    total = tl.zeros([BLOCK_I], dtype=tl.float32 if floating else tl.int64)
+    total_m = tl.full([BLOCK_I], -float("inf"), tl.float32)
+    total_s = tl.zeros([BLOCK_I], dtype=tl.float32)
+    for start in range(0, tl.cdiv(k1 - k0, BLOCK_T)):
+        k = k0 + start * BLOCK_T + step
+        if BLOCK_I == 1:  # a line along the last dim: 1-D blocks, contiguous (and vectorized) when forward
+            if varlen == 0 and reverse == 0:  # two bounds, each a known multiple of 16 there (see _scan_row)
+                offs = base + k
+                mask = (k < k0 + chunk) & (k < n)
+            else:
+                offs = base + tl.where(reverse != 0, last - 1 - k, first + k)
+                mask = k < k1
+        else:
+            t = tl.where(reverse != 0, last - 1 - k, first + k)
+            mask = (k < k1)[:, None] & (lanes[None, :] < inner)
+            offs = base + t[:, None] * inner + lanes[None, :]
+        if floating:
+            if op == 1:
+                x = tl.load(X + offs, mask=mask, other=float("-inf")).to(tl.float32) * LOG2E
+                m, s = tl.reduce((x, tl.full(x.shape, 1.0, tl.float32)), 0, _pair_combine)
+                total_m, total_s = _pair_combine(total_m, total_s, m, s)
+            else:
+                total += tl.sum(tl.load(X + offs, mask=mask, other=0).to(tl.float32), 0)
+        else:
+            total += tl.sum(tl.load(X + offs, mask=mask, other=0).to(tl.int64), 0)
+    parts = tl.num_programs(2)
+    at = (segment.to(tl.int64) * parts + part) * inner + lanes
+    if floating:
+        Wf = W.to(tl.pointer_type(tl.float32))
+        if op == 1:
+            tl.store(Wf + at, total_m, mask=lanes < inner)
+            tl.store(Wf + tl.num_programs(0).to(tl.int64) * parts * inner + at, total_s, mask=lanes < inner)
+        else:
+            tl.store(Wf + at, total, mask=lanes < inner)
+    else:
+        tl.store(W + at, total, mask=lanes < inner)
 
 
 def scan_types(values) -> bool:
@@ -124,6 +239,21 @@ def scan_types(values) -> bool:
     floating = values["T"] in ("fp16", "bf16", "fp32")
     return values["O"] == (values["T"] if floating else "i64")
 
+
+SCAN_CONFIGS = [
+    Config({"BLOCK_T": 2048, "BLOCK_I": 1}, num_warps=4, when="inner == 1"),
+    Config({"BLOCK_T": 32, "BLOCK_I": 64}, num_warps=4),
+]
+SCAN_ARGS = [
+    i64("n", aligned=True),
+    i64("inner"),
+    i32("batch"),
+    i32("varlen"),
+    i32("reverse"),
+    i32("op"),
+    i64("chunk", aligned=True),  # a multiple of 16 (csrc/ops/scan.c), so a row's chunks stay aligned
+]
+SCAN_TYPES = ["fp16", "bf16", "fp32", "i32", "i64", "bool"]
 
 KERNELS = [
     Kernel(
@@ -133,20 +263,22 @@ KERNELS = [
             ptr("X", "T"),
             ptr("Y", "O"),
             ptr("CU", "i32", aligned=False),
-            i64("n", aligned=True),
-            i64("inner"),
-            i32("batch"),
-            i32("varlen"),
-            i32("reverse"),
-            i32("op"),
+            ptr("W", "i64", aligned=False),
+            *SCAN_ARGS,
         ],
-        keys={"T": ["fp16", "bf16", "fp32", "i32", "i64", "bool"], "O": ["fp16", "bf16", "fp32", "i64"]},
+        keys={"T": SCAN_TYPES, "O": ["fp16", "bf16", "fp32", "i64"], "CHUNKED": [False, True]},
         combos=scan_types,
-        grid_args=[i64("segments")],
-        grid=["segments", "cdiv(inner, BLOCK_I)", "1"],
-        configs=[
-            Config({"BLOCK_T": 2048, "BLOCK_I": 1}, num_warps=4, when="inner == 1"),
-            Config({"BLOCK_T": 32, "BLOCK_I": 64}, num_warps=4),
-        ],
+        grid_args=[i64("segments"), i64("parts")],
+        grid=["segments", "cdiv(inner, BLOCK_I)", "parts"],
+        configs=SCAN_CONFIGS,
+    ),
+    Kernel(
+        fn=scan_totals_kernel,
+        op="scan",
+        args=[ptr("X", "T"), ptr("CU", "i32", aligned=False), ptr("W", "i64", aligned=False), *SCAN_ARGS],
+        keys={"T": SCAN_TYPES},
+        grid_args=[i64("segments"), i64("parts")],
+        grid=["segments", "cdiv(inner, BLOCK_I)", "parts"],
+        configs=SCAN_CONFIGS,
     ),
 ]

@@ -26,7 +26,7 @@ PROMISED = {
         {"HAS_RESIDUAL": [False, True], "HAS_GATE": [False, True]},
     ),
     "dropout": ("dropout_kernel", ["float16", "bfloat16", "float32"], {}),
-    "scan": ("scan_kernel", ["float16", "bfloat16", "float32", "int32", "int64", "bool"], {}),
+    "scan": ("scan_kernel", ["float16", "bfloat16", "float32", "int32", "int64", "bool"], {"CHUNKED": [False, True]}),
     "group_norm": ("group_norm_kernel", ["float16", "bfloat16", "float32"], {}),
     "softmax": ("softmax_kernel", ["float16", "bfloat16", "float32"], {"LSE": [False, True]}),
     "rotary": ("rotary_kernel", ["float16", "bfloat16", "float32"], {"INTERLEAVED": [False, True]}),

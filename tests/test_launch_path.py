@@ -868,6 +868,41 @@ def test_rotary_launches(fake_driver):
     assert "out is x with other strides" in r["strides"][1]
 
 
+def test_scan_launches(fake_driver):
+    """Scans with few programs along their dim are split into chunks: (3000, 96) along dim 0 is one segment of two
+    lane blocks, so a launch of chunk totals into a workspace, then the scan, each over (1, 2, parts) with chunks of
+    at least 256 rows (a multiple of 16); a 1-D tensor's chunks are at least 4096 long; a scan with programs enough
+    is one launch of one part, its chunk the whole (rounded up) line."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(16)
+        calls = []
+        for shape, dim in (((3000, 96), 0), ((100003,), 0), ((512, 1000), 1)):
+            before = fake.fake_cuda_alloc_count()
+            fake.fake_cuda_reset()
+            _library.call("xopsaot_scan", (tensor(shape, "bfloat16", {A}), tensor(shape, "bfloat16", {B}), None), dim,
+                          0, 0, 0)
+            calls.append(dict(launches=launches(), allocs=fake.fake_cuda_alloc_count() - before))
+        emit(calls=calls)
+    """,
+    )
+    tiles, row, many = r["calls"]
+    totals, scan = tiles["launches"]
+    assert (totals["kernel"], scan["kernel"]) == ("scan_totals_kernel", "scan_kernel") and tiles["allocs"] == 1
+    # 2 programs want 4 * 132 / 2 = 264 parts; 3000 rows make at most 11 of 256: chunks of 288 (a multiple of 16)
+    assert totals["grid"] == scan["grid"] == [1, 2, 11]
+    t, s = decode(totals["params"], "scan_totals_kernel"), decode(scan["params"], "scan_kernel")
+    assert t[2] == s[3] != A and t[3:5] == s[4:6] == [3000, 96] and t[9] == s[10] == 288  # W, n, inner, chunk
+    (row_totals, row_scan) = row["launches"]
+    assert row_scan["grid"] == [1, 1, 24] and decode(row_scan["params"], "scan_kernel")[10] == 4176  # 100003 / 24
+    (one,) = many["launches"]
+    assert one["kernel"] == "scan_kernel" and one["grid"] == [512, 1, 1] and many["allocs"] == 0
+    chunked = [launch["variant"]["keys"]["CHUNKED"] for launch in (scan, row_scan, one)]
+    assert chunked == [True, True, False]  # the carry-in code is compiled only where it is used
+    assert decode(one["params"], "scan_kernel")[10] == 1008  # the line of 1000 rounded up to 16
+
+
 def test_row_reduction_launches(fake_driver):
     """logsumexp takes the LSE variants with an output stride of 0, so the variants hinted for aligned rows apply
     (a stride of 1 sent every row to the unhinted looping one); group_norm's channel arithmetic is 32-bit, and few

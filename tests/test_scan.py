@@ -17,14 +17,16 @@ from xopsaot import _library
 PATHS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 FLOATS = ["float16", "bfloat16", "float32"]
 GPU_USED: set[int] = set()
-# shape, dim: last, middle (small and wide inner), first, a long row past several blocks
+# shape, dim: last, middle (small and wide inner), first, a long row past several blocks (and chunks)
 CASES = [((1,), 0), ((17,), -1), ((3, 1000), -1), ((3, 1000), 0), ((5, 7, 3), 1), ((2, 70, 96), 1), ((100_003,), 0)]
 CASES += [((2, 2048), -1), ((2, 2049), -1), ((32, 5), 0)]  # the row block and one past it; an aligned column
+# few programs along a long dim: chunks (csrc/ops/scan.c), with the scan dim a multiple of 16 (hinted) or not
+CASES += [((3000, 96), 0), ((4096, 80), 0), ((65536,), 0)]
 
 
 def ran(where):
-    if where == "gpu":
-        GPU_USED.add(_library.last_variant())
+    if where == "gpu":  # every kernel the last call launched (a chunked scan's two)
+        GPU_USED.update(_library.recent_variants())
 
 
 def ints(rng, shape, dtype, where):
@@ -82,24 +84,27 @@ def test_cumsum_integers_give_int64(request, rng, where):
 
 @pytest.mark.parametrize("where", PATHS)
 def test_cumsum_varlen(request, rng, where):
-    """Restarts at each sequence (one empty); the 50 tokens after the last sequence are summed on their own."""
+    """Restarts at each sequence (one empty); the tokens after the last sequence are summed on their own."""
     if where == "gpu":
         request.getfixturevalue("poison")
-    cu_host = np.array([0, 0, 17, 100, 250], dtype=np.int32)
-    cu = cu_host if where == "cpu" else torch_or_skip().from_numpy(cu_host).cuda()
-    for dtype in ("float32", "bfloat16", "int32"):
-        x = arr(rng, (300, 4, 8), dtype, where) if dtype != "int32" else ints(rng, (300, 4, 8), dtype, where)
-        for reverse in (False, True):
-            out = xopsaot.cumsum(x, 0, reverse=reverse, cu_seqlens=cu)
-            ran(where)
-            x64 = f64(x)
-            expected = np.concatenate(
-                [cumsum64(x64[a:b], 0, reverse) for a, b in zip([0, 17, 100, 250], [17, 100, 250, 300])]
-            )
-            if dtype == "int32":
-                assert np.array_equal(host(out), expected)
-            else:
-                assert_close(host(out), expected, dtype, f"varlen {dtype} {reverse}")
+    for bounds, total in (([0, 0, 17, 100, 250], 300), ([0, 0, 17, 1500, 2600], 2700)):  # the second in chunks
+        cu_host = np.array(bounds, dtype=np.int32)
+        cu = cu_host if where == "cpu" else torch_or_skip().from_numpy(cu_host).cuda()
+        for dtype in ("float32", "bfloat16", "int32"):
+            shape = (total, 4, 8)
+            x = arr(rng, shape, dtype, where) if dtype != "int32" else ints(rng, shape, dtype, where)
+            for reverse in (False, True):
+                out = xopsaot.cumsum(x, 0, reverse=reverse, cu_seqlens=cu)
+                ran(where)
+                x64 = f64(x)
+                starts = bounds[1:]
+                expected = np.concatenate(
+                    [cumsum64(x64[a:b], 0, reverse) for a, b in zip(starts, starts[1:] + [total])]
+                )
+                if dtype == "int32":
+                    assert np.array_equal(host(out), expected)
+                else:
+                    assert_close(host(out), expected, dtype, f"varlen {dtype} {bounds} {reverse}")
 
 
 @pytest.mark.parametrize("where", PATHS)
@@ -126,6 +131,14 @@ def test_logcumsumexp(request, rng, where):
     xx = x if where == "cpu" else torch_or_skip().from_numpy(x).cuda()
     got = host(xopsaot.logcumsumexp(xx, 1))
     assert_close(got, np.logaddexp.accumulate(x.astype(np.float64), axis=1), "float32", "wide range", floor=1.0)
+    # the same across chunks of a 1-D line (chunks of 4288: the spike inside the fifth, the shift ending in the sixth)
+    x = rng.standard_normal(30000).astype(np.float32)
+    x[:25000] -= 1000.0
+    x[20400:20600] += 2000.0
+    xx = x if where == "cpu" else torch_or_skip().from_numpy(x).cuda()
+    got = host(xopsaot.logcumsumexp(xx, 0))
+    ran(where)
+    assert_close(got, np.logaddexp.accumulate(x.astype(np.float64)), "float32", "wide range, chunks", floor=1.0)
 
 
 @pytest.mark.parametrize("where", PATHS)
@@ -152,5 +165,5 @@ def test_scan_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_scan_variant_was_checked():
-    missing = unexercised({"scan_kernel"}, GPU_USED)
+    missing = unexercised({"scan_kernel", "scan_totals_kernel"}, GPU_USED)
     assert not missing, f"scan variants never exercised: {missing}"

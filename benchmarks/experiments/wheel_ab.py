@@ -4,7 +4,8 @@ process: TB/s (each full-size tensor read or written once; cross entropy: the lo
 and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
 8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups), long_rows (softmax, log_softmax,
 rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax and log_softmax on rows of 50k-131k),
-rotary (apply_rotary and rotary_qk); all of them when none is named.
+rotary (apply_rotary and rotary_qk), scans (cumsum and logcumsumexp, first and last dims); all of them when none is
+named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -125,10 +126,25 @@ def rotary(label: str) -> None:
                      nbytes / bench_queued(eager) / 1e9)  # fmt: skip
 
 
+def scans(label: str) -> None:
+    """cumsum and logcumsumexp along the last and the first dim, and cumsum of a long 1-D tensor."""
+    for shape in ((4096, 4096), (16384, 8192), (1 << 24,)):
+        x = randn(*shape)
+        nbytes = 2 * x.numel() * x.element_size()
+        for dim in (-1, 0) if len(shape) > 1 else (0,):
+            line(label, f"cumsum dim {dim}", shape, "tbps", nbytes / bench_queued(lambda: xopsaot.cumsum(x, dim)) / 1e9,
+                 nbytes / bench_queued(lambda: torch.cumsum(x, dim)) / 1e9)  # fmt: skip
+            if len(shape) > 1:
+                ours = bench_queued(lambda: xopsaot.logcumsumexp(x, dim))
+                eager = bench_queued(lambda: torch.logcumsumexp(x, dim))
+                line(label, f"logcumsumexp dim {dim}", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+
+
 GROUPS = {"gelu": gelu, "others": others, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
 GROUPS["long_rows"] = long_rows
 GROUPS["vocab_rows"] = vocab_rows
 GROUPS["rotary"] = rotary
+GROUPS["scans"] = scans
 
 
 def main() -> None:

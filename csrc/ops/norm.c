@@ -92,13 +92,11 @@ xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *w
 #define GROUP_PROGRAMS_PER_SM 4
 #define GROUP_MAX_ELEMS ((int64_t)INT32_MAX + 1 - GROUP_CHUNK)
 
-static int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-
 static int64_t group_splits(int64_t rows, int64_t per_group, int sm_count, int64_t *chunk) {
   if (rows >= (int64_t)GROUP_SPLIT_BELOW_PER_SM * sm_count) return 1;
   const int64_t want = ((int64_t)GROUP_PROGRAMS_PER_SM * sm_count + rows - 1) / rows;
   const int64_t splits = want < GROUP_MAX_SPLITS ? want : GROUP_MAX_SPLITS;
-  *chunk = round_up((per_group + splits - 1) / splits, GROUP_CHUNK);
+  *chunk = xo_round_up((per_group + splits - 1) / splits, GROUP_CHUNK);
   return (per_group + *chunk - 1) / *chunk;
 }
 
@@ -129,7 +127,7 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "group_norm: a group holds %lld elements of %lld channels; at most "
                    "%lld elements and %d channels are supported", (long long)per_group, (long long)channels,
                    (long long)GROUP_MAX_ELEMS, INT32_MAX);
-  int64_t splits = 1, chunk = round_up(per_group, GROUP_CHUNK), programs_per_sm = 0;
+  int64_t splits = 1, chunk = xo_round_up(per_group, GROUP_CHUNK), programs_per_sm = 0;
   if (per_group > GROUP_SPLIT_MIN) {
     int sm_count = 0;
     XO_TRY(xo_device_sm_count(x->device, &sm_count));

@@ -1,6 +1,29 @@
 /* Scans along one dim (kernels_src/scan.py): cumsum (reversed, or restarting at varlen boundaries) and logcumsumexp. */
 #include "xk_kernels.h"
 
+/* Few programs along the scan dim leave the GPU idle while each walks its whole line: below
+ * SCAN_CHUNK_BELOW_PER_SM programs per multiprocessor the scan dim is split into chunks for about
+ * SCAN_PROGRAMS_PER_SM, each at least SCAN_MIN_CHUNK positions (SCAN_MIN_ROW_CHUNK along the last dim, whose blocks
+ * are 2048 long), and a multiple of 16 (kernels_src/scan.py hints it). SCAN_LANES is the tile config's BLOCK_I. */
+#define SCAN_CHUNK_BELOW_PER_SM 2
+#define SCAN_PROGRAMS_PER_SM 4
+#define SCAN_MIN_CHUNK 256
+#define SCAN_MIN_ROW_CHUNK 4096
+#define SCAN_LANES 64
+
+/* The parts the scan dim of n positions is split into, and their length (*chunk). */
+static int64_t scan_parts(int64_t segments, int64_t n, int64_t inner, int sm_count, int64_t *chunk) {
+  const int64_t programs = segments * (inner == 1 ? 1 : (inner + SCAN_LANES - 1) / SCAN_LANES);
+  const int64_t min_chunk = inner == 1 ? SCAN_MIN_ROW_CHUNK : SCAN_MIN_CHUNK;
+  int64_t parts = 1;
+  if (programs < (int64_t)SCAN_CHUNK_BELOW_PER_SM * sm_count && n >= 2 * min_chunk) {
+    const int64_t want = ((int64_t)SCAN_PROGRAMS_PER_SM * sm_count + programs - 1) / programs;
+    parts = want < n / min_chunk ? want : n / min_chunk;
+  }
+  *chunk = xo_round_up((n + parts - 1) / parts, 16);
+  return (n + *chunk - 1) / *chunk;
+}
+
 xopsaot_status xopsaot_scan(const xopsaot_tensor *x, const xopsaot_tensor *out, const xopsaot_tensor *cu_seqlens,
                             int dim, int op, int reverse, void *stream) {
   const char *name = op == XOPSAOT_SCAN_LOGCUMSUMEXP ? "logcumsumexp" : "cumsum";
@@ -38,9 +61,32 @@ xopsaot_status xopsaot_scan(const xopsaot_tensor *x, const xopsaot_tensor *out, 
   if (xo_numel(x) == 0) return XOPSAOT_SUCCESS;
   if (!xo_is_contiguous(x) || !xo_is_contiguous(out))
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: x and out must be contiguous", name);
+  const int64_t segments = cu_seqlens ? batch + 1 : outer;
+  int sm_count = 0;
+  XO_TRY(xo_device_sm_count(x->device, &sm_count));
+  int64_t chunk;
+  const int64_t parts = scan_parts(segments, n, inner, sm_count, &chunk);
+  void *totals = NULL; /* (segments, parts, inner) chunk totals: float32 (two planes for logcumsumexp) or int64 */
+  if (parts > 1) {
+    const uint64_t planes = op == XOPSAOT_SCAN_LOGCUMSUMEXP ? 2 : 1, size = floating ? sizeof(float) : sizeof(int64_t);
+    XO_TRY(xo_workspace_alloc(x->device, stream, (uint64_t)(segments * parts * inner) * planes * size, &totals));
+    xk_scan_totals_kernel_args sums = {.X = x->data, .CU = cu_seqlens ? cu_seqlens->data : x->data, .W = totals,
+                                       .n = n, .inner = inner, .batch = (int32_t)batch, .varlen = cu_seqlens != NULL,
+                                       .reverse = reverse != 0, .op = op, .chunk = chunk, .segments = segments,
+                                       .parts = parts};
+    xk_scan_totals_kernel_keys sums_keys = {x->dtype};
+    xopsaot_status st = xo_launch(&xk_scan_totals_kernel, &sums_keys.T, &sums, x->device, stream);
+    if (st) {
+      xo_workspace_free(x->device, stream, totals);
+      return st;
+    }
+  }
   xk_scan_kernel_args args = {.X = x->data, .Y = out->data, .CU = cu_seqlens ? cu_seqlens->data : x->data,
-                              .n = n, .inner = inner, .batch = (int32_t)batch, .varlen = cu_seqlens != NULL,
-                              .reverse = reverse != 0, .op = op, .segments = cu_seqlens ? batch + 1 : outer};
-  xk_scan_kernel_keys keys = {x->dtype, out->dtype};
-  return xo_launch(&xk_scan_kernel, &keys.T, &args, x->device, stream);
+                              .W = totals ? totals : x->data, .n = n, .inner = inner, .batch = (int32_t)batch,
+                              .varlen = cu_seqlens != NULL, .reverse = reverse != 0, .op = op, .chunk = chunk,
+                              .segments = segments, .parts = parts};
+  xk_scan_kernel_keys keys = {x->dtype, out->dtype, parts > 1};
+  xopsaot_status st = xo_launch(&xk_scan_kernel, &keys.T, &args, x->device, stream);
+  xo_workspace_free(x->device, stream, totals);
+  return st;
 }
