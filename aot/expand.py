@@ -145,7 +145,7 @@ def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Va
                 check_fallbacks(kernel, configs, alignments)
                 for config in configs:
                     for aligned in alignments:
-                        if aligned or config.fallback:
+                        if config.hinted if aligned else config.fallback:
                             variants.append(Variant(kernel, source, target, dtypes, keys, config, aligned))
         check_expressions(kernel, variants[first:])
     return variants
@@ -156,6 +156,8 @@ def check_fallbacks(kernel: Kernel, configs: list[Config], alignments: list[bool
     the hints always find a variant."""
     if False in alignments and configs and (not configs[-1].fallback or configs[-1].when):
         raise ValueError(f"{kernel.name}: the last config needs a fallback variant and no predicate")
+    if any(not c.hinted and (False not in alignments or not c.fallback) for c in configs):
+        raise ValueError(f"{kernel.name}: a config with hinted=False must compile the unhinted variant")
 
 
 def check_alternates(kernel: Kernel, configs: list[Config]) -> None:

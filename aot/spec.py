@@ -86,7 +86,8 @@ class Config:
 
     `fallback=False` compiles no unhinted variant of the config (kernels with ALIGNED_AND_FALLBACK): arguments that
     miss the hints go to a later config that has one, which must accept any arguments (it trims the build where
-    unaligned arguments are rare and one general config serves them).
+    unaligned arguments are rare and one general config serves them). `hinted=False` is the converse, for a last
+    config that only serves what misses the hints (the earlier configs' predicates leave it no hinted arguments).
 
     `alternate` configs are compiled for XOPSAOT_AUTOTUNE only: each one competes with the closest preceding
     non-alternate config of the same signature (its bucket, whose predicate it shares) when the runtime times
@@ -99,6 +100,7 @@ class Config:
     when: str = ""
     alternate: bool = False
     fallback: bool = True
+    hinted: bool = True
 
 
 ConfigSource = Union[Sequence[Config], Callable[[Target, Mapping[str, Any]], Sequence[Config]]]

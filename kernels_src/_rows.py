@@ -1,8 +1,8 @@
 """Configs shared by the row-wise kernels (norms, softmax): a row up to 8192 elements is held whole in registers,
 the smallest block that fits it is chosen at run time; longer rows loop over blocks of 4096 (the group norm and the
-softmax family pass configs of their own for longer rows: `longer`). Rows whose length or stride misses the alignment
-hints (rare: a hidden size that is not a multiple of 8) all take the looping config's unhinted variant, which takes
-any length."""
+softmax family pass configs of their own for longer rows: `longer`). Rows whose length or stride misses the
+alignment hints (rare: a hidden size that is not a multiple of 8) all take the looping config's unhinted variant,
+which takes any length."""
 
 from collections.abc import Sequence
 
@@ -13,11 +13,16 @@ LOOP_BLOCK = 4096
 
 
 def row_configs(
-    length: str = "n_cols", blocks: list[tuple[int, int]] = ROW_BLOCKS, longer: Sequence[Config] = ()
+    length: str = "n_cols",
+    blocks: list[tuple[int, int]] = ROW_BLOCKS,
+    longer: Sequence[Config] = (),
+    loop_hinted: bool = True,
 ) -> list[Config]:
     """`length` names the kernel's integer argument holding the row length; `blocks` the (BLOCK_N, num_warps) pairs
-    of the rows held whole; `longer` a kernel's own configs for longer rows, tried before the looping fallback."""
+    of the rows held whole; `longer` a kernel's own configs for longer rows, tried before the looping fallback;
+    `loop_hinted=False` when `longer` leaves no hinted row to the fallback (it then compiles its unhinted variant
+    only)."""
     configs = [
         Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"{length} <= {b}", fallback=False) for b, w in blocks
     ]
-    return configs + list(longer) + [Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8)]
+    return configs + list(longer) + [Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8, hinted=loop_hinted)]

@@ -320,20 +320,22 @@ def test_config_predicates_and_keys(fake_driver):
         _library.call("xopsaot_matmul", (tensor((17, 32), "bfloat16"), bt, tensor((17, 48), "bfloat16")), 0)
         _library.call("xopsaot_matmul", (tensor((65, 32), "bfloat16"), bt, tensor((65, 48), "bfloat16")), 0)
         _library.call("xopsaot_matmul", (tensor((257, 32), "bfloat16"), bt, tensor((257, 48), "bfloat16")), 0)
-        for n in (12288, 20000, 40000):
+        for n in (12288, 20000, 40000, 73728):
             x = tensor((3, n))
             _library.call("xopsaot_rms_norm", (x, tensor((n,)), None, x, None), 1e-6, 0)
         emit(launches=launches())
     """,
     )
     small, mid, loop, unaligned, residual, mm, mm_t, decode, decode_64, rows_256, large, *wide = r["launches"]
-    # rows up to 32768 elements held whole by 32 warps (blocks of 16384 and 32768); longer ones loop
+    # rows up to 32768 elements held whole by 32 warps (blocks of 16384 and 32768); longer ones loop in steps of 8192
+    # (16 warps), from 73728 of 16384 (32 warps)
     assert [(v["variant"]["constexprs"]["BLOCK_N"], v["variant"]["constexprs"]["LOOP"]) for v in wide] == [
         (16384, False),
         (32768, False),
-        (4096, True),
+        (8192, True),
+        (16384, True),
     ]
-    assert [v["block"][0] for v in wide] == [1024, 1024, 256]
+    assert [v["block"][0] for v in wide] == [1024, 1024, 512, 1024]
     assert [v["variant"]["constexprs"]["BLOCK_N"] for v in (small, mid)] == [256, 4096]
     # a row length the hints miss takes the looping config's fallback, the only unhinted row variant
     assert unaligned["variant"]["constexprs"]["LOOP"] is True and unaligned["variant"]["aligned_args"] == []

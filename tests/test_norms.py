@@ -17,9 +17,9 @@ from xopsaot import _library
 PATHS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 DTYPES = ["float16", "bfloat16", "float32"]
 GPU_USED: set[int] = set()
-# Row lengths: each compiled block (256, 1024, 4096, 8192, 16384, 32768, looping) with rows aligned to 16 elements
-# and not.
-LENGTHS_GPU = [1, 17, 256, 1000, 1024, 3000, 4096, 4097, 8192, 12288, 20000, 40000, 100_003]
+# Row lengths: each compiled block (256, 1024, 4096, 8192, 16384, 32768, the loops' steps of 8192 and 16384 and the
+# looping fallback) with rows aligned to 16 elements and not.
+LENGTHS_GPU = [1, 17, 256, 1000, 1024, 3000, 4096, 4097, 8192, 12288, 20000, 40000, 100_003, 131072]
 LENGTHS_CPU = [1, 17, 4097, 100_003]
 
 
