@@ -26,3 +26,12 @@ def row_configs(
         Config({"BLOCK_N": b, "LOOP": False}, num_warps=w, when=f"{length} <= {b}", fallback=False) for b, w in blocks
     ]
     return configs + list(longer) + [Config({"BLOCK_N": LOOP_BLOCK, "LOOP": True}, num_warps=8, hinted=loop_hinted)]
+
+
+# Rows past 32768 elements that loop (the softmax family's writing kinds and the row norms): steps that grow with the
+# row, 8192 (16 warps) below 73728 elements and 16384 (32 warps) from there; the measurements are in softmax.py and
+# norm.py.
+LONG_LOOP_CONFIGS = [
+    Config({"BLOCK_N": 8192, "LOOP": True}, num_warps=16, when="n_cols > 32768 && n_cols < 73728", fallback=False),
+    Config({"BLOCK_N": 16384, "LOOP": True}, num_warps=32, when="n_cols >= 73728", fallback=False),
+]

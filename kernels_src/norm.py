@@ -18,7 +18,7 @@ import triton.language as tl
 
 from aot.spec import Config, Kernel, f32, i32, i64, ptr
 from kernels_src._pdl import wait_for_predecessor
-from kernels_src._rows import LOOP_BLOCK, ROW_BLOCKS, row_configs
+from kernels_src._rows import LONG_LOOP_CONFIGS, LOOP_BLOCK, ROW_BLOCKS, row_configs
 
 
 @triton.jit
@@ -323,23 +323,17 @@ def group_norm_configs() -> list[Config]:
 NORM_ROW_BLOCKS = ROW_BLOCKS + [(16384, 32), (32768, 32)]
 
 
-# Rows past 32768 elements loop in steps that grow with the row, as the softmax family's (softmax.py): 8192 (16
-# warps) below 73728 elements, 16384 (32 warps) from there. Every hinted row length then has a config before the
+# Rows past 32768 elements loop in steps that grow with the row, as the softmax family's (LONG_LOOP_CONFIGS): 8192
+# (16 warps) below 73728 elements, 16384 (32 warps) from there. Every hinted row length then has a config before the
 # looping fallback, which compiles only its unhinted variant (for rows that miss the hints; taking 16384 steps as
 # the fallback instead made those rows 2-4x slower at 1000 and 4100 columns). H100, bf16, wheel A/B (wheel_ab.py
 # long_rows, h100-2026-11-24-experiments.md), TB/s: rms_norm / layer_norm / add+rms_norm at 2048 x 65536 2.02 /
 # 1.74 / 1.96 -> 2.35 / 1.94 / 2.09-2.14, at 1024 x 131072 1.94 / 1.71 / 1.92 -> 2.25 / 1.83 / 1.97.
-NORM_LONG_ROW_CONFIGS = [
-    Config({"BLOCK_N": 8192, "LOOP": True}, num_warps=16, when="n_cols > 32768 && n_cols < 73728", fallback=False),
-    Config({"BLOCK_N": 16384, "LOOP": True}, num_warps=32, when="n_cols >= 73728", fallback=False),
-]
-
-
 def row_norm_configs(target, keys):
     """The residual add and the gate are not combined (norm_gate takes no residual): that pair compiles nothing."""
     if keys["HAS_RESIDUAL"] and keys["HAS_GATE"]:
         return []
-    return row_configs(blocks=NORM_ROW_BLOCKS, longer=NORM_LONG_ROW_CONFIGS, loop_hinted=False)
+    return row_configs(blocks=NORM_ROW_BLOCKS, longer=LONG_LOOP_CONFIGS, loop_hinted=False)
 
 
 KERNELS = [

@@ -11,7 +11,7 @@ import triton.language as tl
 
 from aot.spec import Config, Kernel, i32, i64, ptr
 from kernels_src._pdl import wait_for_predecessor
-from kernels_src._rows import row_configs
+from kernels_src._rows import LONG_LOOP_CONFIGS, row_configs
 
 SOFTMAX_ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 4), (8192, 8)]  # (BLOCK_N, num_warps)
 
@@ -93,8 +93,7 @@ def softmax_kernel(
 # 8193-16384 held whole ran at 1.8-2.2 against 2.4-2.7.
 LONG_ROW_CONFIGS = [
     Config({"BLOCK_N": 32768, "LOOP": False}, num_warps=32, when="n_cols > 16384 && n_cols <= 32768", fallback=False),
-    Config({"BLOCK_N": 8192, "LOOP": True}, num_warps=16, when="n_cols > 32768 && n_cols < 73728", fallback=False),
-    Config({"BLOCK_N": 16384, "LOOP": True}, num_warps=32, when="n_cols >= 73728", fallback=False),
+    *LONG_LOOP_CONFIGS,
 ]
 
 
