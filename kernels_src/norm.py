@@ -2,9 +2,10 @@
 
 row_norm_kernel: one program per row of the last dim. The norm's kind (rms or layer), the weight's offset (the
 (1 + w) form), an optional weight and bias, and the gate's activation and position are run-time scalars, so they
-cost no variants; the residual add (h = x + r, written out) and the gate (a second input) are compiled in. Rows up
-to 32768 columns stay in registers (one read of x); longer rows loop over the row twice (the sums, then the write),
-re-reading it from L2.
+cost no variants (one exception: layer norms with a weight and a bias on rows of 16385-32768 have a config with
+those fixed, LAYER_AFFINE); the residual add (h = x + r, written out) and the gate (a second input) are compiled in.
+Rows up to 32768 columns stay in registers (one read of x); longer rows loop over the row twice (the sums, then the
+write), re-reading it from L2.
 
 group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous, or, when
 few long groups would leave the GPU idle, several per group (program_id(1)) after group_norm_stats_kernel has summed
@@ -30,16 +31,21 @@ def _gated(x, g, gate_silu):
 
 @triton.jit
 def _load_input(X, R, G, H, c, mask, gate_silu, gate_pre, HAS_RESIDUAL: tl.constexpr, HAS_GATE: tl.constexpr,
-                WRITE_H: tl.constexpr, EVICTION: tl.constexpr):  # fmt: skip
+                WRITE_H: tl.constexpr, EVICTION: tl.constexpr, GATE_WITH_X: tl.constexpr = False):  # fmt: skip
     """One block of the values normalized: x, x + residual (stored to H on the first pass), or x * act(gate).
-    EVICTION: the reads' L2 policy ("evict_first" on a looping row's last pass)."""
+    EVICTION: the reads' L2 policy ("evict_first" on a looping row's last pass). GATE_WITH_X: the gate's load is
+    masked rather than under the branch, so that it is issued with x's (see row_norm_kernel)."""
     x = tl.load(X + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
     if HAS_RESIDUAL:
         x += tl.load(R + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
         if WRITE_H:
             tl.store(H + c, x.to(H.dtype.element_ty), mask=mask)
     if HAS_GATE:
-        if gate_pre != 0:
+        if GATE_WITH_X:
+            g = tl.load(G + c, mask=mask & (gate_pre != 0), other=0.0, eviction_policy=EVICTION)
+            if gate_pre != 0:
+                x = _gated(x, g.to(tl.float32), gate_silu)
+        elif gate_pre != 0:
             x = _gated(x, tl.load(G + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32), gate_silu)
     return x
 
@@ -112,9 +118,14 @@ def row_norm_kernel(
     HAS_GATE: tl.constexpr,
     BLOCK_N: tl.constexpr,
     LOOP: tl.constexpr,
+    LAYER_AFFINE: tl.constexpr,
     PDL: tl.constexpr = False,
 ):
     wait_for_predecessor(PDL)
+    if LAYER_AFFINE:  # a config for layer norms with a weight and a bias: their switches fold away (row_norm_configs)
+        layer = 1
+        has_weight = 1
+        has_bias = 1
     row = tl.program_id(0).to(tl.int64)
     X += row * stride_x
     Y += row * stride_y
@@ -126,7 +137,13 @@ def row_norm_kernel(
     cols = tl.arange(0, BLOCK_N)
     if not LOOP:
         mask = cols < n_cols
-        x = _load_input(X, R, G, H, cols, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True, "")
+        # Under its branch, the gate's load of each part of the row waits for the previous part's activation. Blocks
+        # of 32768 half-precision elements issue it with x's (GATE_WITH_X): they run one program per multiprocessor
+        # anyway. H100, bf16, wheel A/B (wheel_ab.py held_rows, h100-2026-11-24-experiments.md): norm_gate with
+        # the gate first at 4096 x 32000 2.43 -> 3.01 TB/s. Smaller blocks keep the branch: the registers the
+        # gate's load held pushed them past 32 per thread, halving the programs per multiprocessor.
+        gate_with_x: tl.constexpr = BLOCK_N == 32768 and X.dtype.element_ty.primitive_bitwidth == 16
+        x = _load_input(X, R, G, H, cols, mask, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE, True, "", gate_with_x)
         if layer != 0:
             x = tl.where(mask, x - tl.sum(x, axis=0) / n_cols, 0.0)
         rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
@@ -329,11 +346,28 @@ NORM_ROW_BLOCKS = ROW_BLOCKS + [(16384, 32), (32768, 32)]
 # the fallback instead made those rows 2-4x slower at 1000 and 4100 columns). H100, bf16, wheel A/B (wheel_ab.py
 # long_rows, h100-2026-11-24-experiments.md), TB/s: rms_norm / layer_norm / add+rms_norm at 2048 x 65536 2.02 /
 # 1.74 / 1.96 -> 2.35 / 1.94 / 2.09-2.14, at 1024 x 131072 1.94 / 1.71 / 1.92 -> 2.25 / 1.83 / 1.97.
+#
+# Layer norms with a weight and a bias on rows held in blocks of 32768 have a config of their own (LAYER_AFFINE),
+# with the switches that layer_norm sets fixed at compile time. At 4096 x 32000 the run-time switches cost it 8%
+# (H100, bf16, through the JIT: 2.62 against 2.84 TB/s, benchmarks/experiments/layer_norm_switches.py); in blocks of
+# 16384 the folded form lost 23% (the registers it held halved the programs per multiprocessor), in 8192 it gained 2%.
+# In the wheel (wheel_ab.py held_rows, h100-2026-11-24-experiments.md): 4096 x 32000 bf16 2.66 -> 2.80 TB/s, fp32
+# 2.31 -> 2.55 (its variant spills 48 bytes and still gains).
+LAYER_AFFINE_BLOCK = 32768
+
+
 def row_norm_configs(target, keys):
     """The residual add and the gate are not combined (norm_gate takes no residual): that pair compiles nothing."""
     if keys["HAS_RESIDUAL"] and keys["HAS_GATE"]:
         return []
-    return row_configs(blocks=NORM_ROW_BLOCKS, longer=LONG_LOOP_CONFIGS, loop_hinted=False)
+    configs = []
+    for c in row_configs(blocks=NORM_ROW_BLOCKS, longer=LONG_LOOP_CONFIGS, loop_hinted=False):
+        held = not c.constexprs["LOOP"] and c.constexprs["BLOCK_N"] == LAYER_AFFINE_BLOCK
+        if held and not keys["HAS_RESIDUAL"] and not keys["HAS_GATE"]:
+            configs.append(replace(c, constexprs={**c.constexprs, "LAYER_AFFINE": True},
+                                   when=f"{c.when} && layer != 0 && has_weight != 0 && has_bias != 0"))  # fmt: skip
+        configs.append(replace(c, constexprs={**c.constexprs, "LAYER_AFFINE": False}))
+    return configs
 
 
 KERNELS = [

@@ -323,10 +323,25 @@ def test_config_predicates_and_keys(fake_driver):
         for n in (12288, 20000, 40000, 73728):
             x = tensor((3, n))
             _library.call("xopsaot_rms_norm", (x, tensor((n,)), None, x, None), 1e-6, 0)
+        for n, bias in ((20000, True), (20000, False), (12288, True)):  # layer norms: with a bias, then without
+            x, w = tensor((3, n)), tensor((n,))
+            options = _library.NormOptions(1, 1e-5, 0.0, 0, 1)
+            _library.call("xopsaot_norm", (x, w, w if bias else None, None, None, x, None), ctypes.byref(options), 0)
         emit(launches=launches())
     """,
     )
     small, mid, loop, unaligned, residual, mm, mm_t, decode, decode_64, rows_256, large, *wide = r["launches"]
+    *wide, layer_affine, layer_no_bias, layer_16k = wide
+    # layer norms with a weight and a bias held in blocks of 32768 take the config with those switches compiled in
+    assert layer_affine["variant"]["constexprs"] == {
+        "HAS_RESIDUAL": False,
+        "HAS_GATE": False,
+        "BLOCK_N": 32768,
+        "LOOP": False,
+        "LAYER_AFFINE": True,
+    }
+    assert [v["variant"]["constexprs"]["LAYER_AFFINE"] for v in (layer_no_bias, layer_16k, *wide)] == [False] * 6
+    assert layer_no_bias["variant"]["constexprs"]["BLOCK_N"] == 32768 and layer_16k["block"] == [1024, 1, 1]
     # rows up to 32768 elements held whole by 32 warps (blocks of 16384 and 32768); longer ones loop in steps of 8192
     # (16 warps), from 73728 of 16384 (32 warps)
     assert [(v["variant"]["constexprs"]["BLOCK_N"], v["variant"]["constexprs"]["LOOP"]) for v in wide] == [

@@ -4,8 +4,9 @@ process: TB/s (each full-size tensor read or written once; cross entropy: the lo
 and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
 8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups), long_rows (softmax, log_softmax,
 rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax and log_softmax on rows of 50k-131k),
-rotary (apply_rotary and rotary_qk), scans (cumsum and logcumsumexp, first and last dims); all of them when none is
-named.
+rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on rows held whole, bf16 and
+fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first and last dims); all of them
+when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -126,6 +127,30 @@ def rotary(label: str) -> None:
                      nbytes / bench_queued(eager) / 1e9)  # fmt: skip
 
 
+def held_rows(label: str) -> None:
+    """The row norms of benchmarks/norms.py on rows of 4096-32000 elements, which are held whole in registers."""
+    from norms import cases
+
+    for dtype in (torch.bfloat16, torch.float32):
+        for shape in ((4096, 4096), (4096, 8192), (4096, 16384), (4096, 32000)):
+            if dtype == torch.float32 and shape[1] < 16384:
+                continue
+            x, r, g = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+            w, b = (torch.randn(shape[1], device="cuda", dtype=dtype) for _ in range(2))
+            ops = cases(x, r, g, w, b)
+            ops["norm_gate (rms, silu, post)"] = (
+                lambda: xopsaot.norm_gate(x, g, w, gate_pos="post"),
+                lambda x, g, w: F.rms_norm(x, shape[1:], w, 1e-6) * F.silu(g),
+                (x, g, w),
+                3,
+                True,
+            )
+            for name, (ours, fn, args, passes, _) in ops.items():
+                moved = passes * x.numel() * x.element_size()
+                line(label, f"{name} {str(dtype)[6:]}", shape, "tbps", moved / bench_queued(ours) / 1e9,
+                     moved / bench_queued(lambda: fn(*args)) / 1e9)  # fmt: skip
+
+
 def scans(label: str) -> None:
     """cumsum and logcumsumexp along the last and the first dim, and cumsum of a long 1-D tensor."""
     for shape in ((4096, 4096), (16384, 8192), (1 << 24,)):
@@ -145,6 +170,7 @@ GROUPS["long_rows"] = long_rows
 GROUPS["vocab_rows"] = vocab_rows
 GROUPS["rotary"] = rotary
 GROUPS["scans"] = scans
+GROUPS["held_rows"] = held_rows
 
 
 def main() -> None:
