@@ -6,6 +6,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, f32, i32, i64, ptr
+from kernels_src._lse import online_lse_step
 from kernels_src._pdl import wait_for_predecessor
 
 
@@ -25,18 +26,15 @@ def cross_entropy_kernel(
     # 64-bit compare and select per logit, measured 65% of copy against 93% at 8192 x 128256)
     x_target = tl.load(X + target, mask=valid & in_range, other=0.0).to(tl.float32)
     cols = tl.arange(0, BLOCK_N)
-    m = -float("inf")  # the running max; exp2 of scaled logits: one FMA and one MUFU op per logit
+    m = -float("inf")
     s = tl.zeros([BLOCK_N], dtype=tl.float32)
     total = tl.zeros([BLOCK_N], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK_N):
         c = start + cols
         mask = c < n_cols
         x = tl.load(X + c, mask=mask, other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        scaled = tl.where(m_new == -float("inf"), 0.0, m_new) * 1.4426950408889634
-        s = s * tl.exp2(m * 1.4426950408889634 - scaled) + tl.exp2(x * 1.4426950408889634 - scaled)
+        m, s = online_lse_step(m, s, x)
         total += tl.where(mask, x, 0.0)
-        m = m_new
     lse = m + tl.log(tl.sum(s, axis=0))  # -inf for a row of -inf
     loss = lse - (1.0 - smoothing) * x_target
     if smoothing > 0:  # skipped at 0, where a row holding -inf would give 0 * -inf

@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import Config, Kernel, i32, i64, ptr
+from kernels_src._lse import online_lse_step
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import LONG_LOOP_CONFIGS, row_configs
 
@@ -48,19 +49,13 @@ def softmax_kernel(
             else:
                 tl.store(Y + cols, (x - safe - tl.log(total)).to(Y.dtype.element_ty), mask=mask)
     else:
-        # per-lane running max and sum, rescaled as the max grows; combined across lanes at the end
-        m = tl.full([BLOCK_N], -float("inf"), dtype=tl.float32)
+        m = -float("inf")
         s = tl.zeros([BLOCK_N], dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_N):
             c = start + cols
-            x = tl.load(X + c, mask=c < n_cols, other=-float("inf")).to(tl.float32)
-            m_new = tl.maximum(m, x)
-            lane_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-            s = s * tl.exp(m - lane_safe) + tl.exp(x - lane_safe)
-            m = m_new
-        row_max = tl.max(m, axis=0)
-        safe = tl.where(row_max == -float("inf"), 0.0, row_max)
-        total = tl.sum(s * tl.exp(m - safe), axis=0)
+            m, s = online_lse_step(m, s, tl.load(X + c, mask=c < n_cols, other=-float("inf")).to(tl.float32))
+        safe = tl.where(m == -float("inf"), 0.0, m)
+        total = tl.sum(s, axis=0)
         if LSE:
             tl.store(Y, (safe + tl.log(total)).to(Y.dtype.element_ty))
         else:
@@ -90,7 +85,8 @@ def softmax_kernel(
 #   1024 x 128256  1.77 / 1.82 -> 2.23 / 2.29
 #   1024 x 131072  1.78 / 1.83 -> 2.25 / 2.31
 # Steps of 8192 with 8 warps lost at 65536, steps of 16384 lost at 50304 (1.72 against 2.00 with 4096), and rows of
-# 8193-16384 held whole ran at 1.8-2.2 against 2.4-2.7.
+# 8193-16384 held whole ran at 1.8-2.2 against 2.4-2.7. One exp per element in the first pass since (_lse.py):
+# 2048 x 65536 2.52 / 2.62, 1024 x 128256 2.32 / 2.40, 4096 x 16384 (steps of 4096) 2.44 / 2.61 -> 2.77 / 2.86.
 LONG_ROW_CONFIGS = [
     Config({"BLOCK_N": 32768, "LOOP": False}, num_warps=32, when="n_cols > 16384 && n_cols <= 32768", fallback=False),
     *LONG_LOOP_CONFIGS,

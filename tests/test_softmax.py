@@ -62,12 +62,25 @@ def test_softmax_family(request, rng, where, kind):
 
 @pytest.mark.parametrize("where", PATHS)
 def test_softmax_family_edges(rng, where):
-    """Rows of -inf and empty dims give torch's results: NaN softmax and log_softmax, logsumexp -inf."""
+    """Rows of -inf and empty dims give torch's results: NaN softmax and log_softmax, logsumexp -inf; -inf elements
+    elsewhere count as zero weight, on rows held whole and looping."""
     x = arr(rng, (3, 40), "float32", where)
     x[1] = -float("inf")
     lse = host(xopsaot.logsumexp(x, 1))
     assert np.isneginf(lse[1]) and np.isfinite(lse[[0, 2]]).all()
     assert np.isnan(host(xopsaot.softmax(x))[1]).all() and np.isnan(host(xopsaot.log_softmax(x))[1]).all()
+    # looping rows (steps of 8192): a row of -inf, and one whose first 20000 elements are -inf (its max comes late)
+    for dtype in DTYPES:
+        x = arr(rng, (3, 40000), dtype, where, scale=3.0)
+        x[1] = -float("inf")
+        x[2, :20000] = -float("inf")
+        for kind in ("softmax", "log_softmax", "logsumexp"):
+            out, ref = host(getattr(xopsaot, kind)(x, -1))[[0, 2]], family64(x, 1, kind)[[0, 2]]
+            finite = np.isfinite(ref)  # log_softmax is -inf where x is
+            assert (np.isneginf(out) == ~finite).all(), kind
+            assert_close(out[finite], ref[finite], dtype, f"{kind} {dtype} long rows with -inf", floor=1.0)
+            row = host(getattr(xopsaot, kind)(x, -1))[1]
+            assert np.isneginf(row).all() if kind == "logsumexp" else np.isnan(row).all(), kind
     for n_rows, n in ((0, 5), (3, 0)):
         empty = arr(rng, (n_rows, n), "float32", where)
         out = host(xopsaot.logsumexp(empty, 1))

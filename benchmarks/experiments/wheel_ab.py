@@ -3,10 +3,10 @@ process: TB/s (each full-size tensor read or written once; cross entropy: the lo
 (linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
 and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
 8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups), long_rows (softmax, log_softmax,
-rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax and log_softmax on rows of 50k-131k),
-rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on rows held whole, bf16 and
-fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first and last dims); all of them
-when none is named.
+rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax, log_softmax and logsumexp on rows of
+50k-128k), rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on rows held whole, bf16
+and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first and last dims); all of
+them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -114,6 +114,8 @@ def vocab_rows(label: str) -> None:
             ("log_softmax", lambda: xopsaot.log_softmax(x, -1), lambda: torch.log_softmax(x, -1)),
         ):
             line(label, name, shape, "tbps", nbytes / bench_queued(ours) / 1e9, nbytes / bench_queued(eager) / 1e9)
+        ours, eager = bench_queued(lambda: xopsaot.logsumexp(x, -1)), bench_queued(lambda: torch.logsumexp(x, -1))
+        line(label, "logsumexp", shape, "tbps", nbytes / 2 / ours / 1e9, nbytes / 2 / eager / 1e9)  # x read once
 
 
 def rotary(label: str) -> None:
