@@ -131,6 +131,19 @@ def test_logcumsumexp(request, rng, where):
     xx = x if where == "cpu" else torch_or_skip().from_numpy(x).cuda()
     got = host(xopsaot.logcumsumexp(xx, 1))
     assert_close(got, np.logaddexp.accumulate(x.astype(np.float64), axis=1), "float32", "wide range", floor=1.0)
+    # a NaN, then +inf, as torch: NaN from the NaN on; +inf from the +inf on; finite before either
+    x = rng.standard_normal((3, 3000)).astype(np.float32)
+    x[0, 1000] = np.nan
+    x[1, 2500] = np.inf
+    x[2, 100] = np.inf
+    x[2, 200] = np.nan
+    xx = x if where == "cpu" else torch_or_skip().from_numpy(x).cuda()
+    got = host(xopsaot.logcumsumexp(xx, 1))
+    assert np.isnan(got[0, 1000:]).all() and np.isposinf(got[1, 2500:]).all() and np.isposinf(got[2, 100:200]).all()
+    assert np.isnan(got[2, 200:]).all()
+    want = np.logaddexp.accumulate(x.astype(np.float64), axis=1)
+    assert_close(got[0, :1000], want[0, :1000], "float32", "before a NaN", floor=1.0)
+    assert_close(got[1, :2500], want[1, :2500], "float32", "before +inf", floor=1.0)
     # the same across chunks of a 1-D line (chunks of 4288: the spike inside the fifth, the shift ending in the sixth)
     x = rng.standard_normal(30000).astype(np.float32)
     x[:25000] -= 1000.0
