@@ -59,8 +59,8 @@ def _scan_block(X, Y, offs, mask, carry, carry_m, carry_s, is_last, op, FLOATING
             x = tl.load(X + offs, mask=mask, other=float("-inf")).to(tl.float32) * LOG2E
             top = tl.max(x, 0, keep_dims=True)
             low = tl.min(tl.where(x == -float("inf"), top, x), 0, keep_dims=True)  # the least finite value
-            # Blocks whose finite values all lie within 2 ** -100 of their max (and no +inf or NaN there) take a
-            # plain cumsum of 2 ** (x - ref): one exp2 per element; the pair scan costs one per combine.
+            # Blocks whose terms 2 ** (x - max) are all 0 or at least 2 ** -100 (x in base 2; no +inf or NaN
+            # there) take a plain cumsum of 2 ** (x - ref): one exp2 per element; the pair scan costs one per combine.
             near = (top == -float("inf")) | ((top < float("inf")) & (top - low < 100.0))
             if tl.min(near.to(tl.int32)) != 0:
                 ref = tl.maximum(top, carry_m)
