@@ -1,0 +1,51 @@
+"""Registers per thread and spill bytes (cuobjdump -res-usage) of a kernel's sm_90 variants, compiled from a kernels
+directory; no GPU needed. On rows held whole the register count decides how many programs fit on a multiprocessor
+(32 per thread or fewer: two programs of 1024 threads), which is why stop 21 checked it on every change there.
+
+    python benchmarks/experiments/variant_registers.py KERNEL LABEL_REGEX [--source kernels_src]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
+
+import triton  # noqa: E402
+
+from aot.compile import compile_job, job_of  # noqa: E402
+from aot.expand import expand, load_kernels  # noqa: E402
+from aot.spec import Target  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kernel")
+    parser.add_argument("label_regex")
+    parser.add_argument("--source", type=Path, default=ROOT / "kernels_src")
+    args = parser.parse_args()
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    kernels = [(p, k) for p, k in load_kernels(args.source) if k.name == args.kernel]
+    for variant in expand(kernels, [Target("cuda", 90)]):
+        if not re.search(args.label_regex, variant.label()):
+            continue
+        binary, _ = compile_job(job_of(variant))
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = Path(tmp) / "k.cubin"
+            cubin.write_bytes(binary)
+            usage = subprocess.run([str(cuobjdump), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
+        regs, stack = re.search(r"REG:(\d+)", usage).group(1), re.search(r"STACK:(\d+)", usage).group(1)
+        print(f"{variant.label()} registers {regs} spill bytes {stack}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
