@@ -193,7 +193,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                     "aligned_args": v.aligned_args(),
                     "when": v.config.when,
                     "alternate_of": primary if v.config.alternate else None,
-                    "num_warps": v.config.num_warps,
+                    "num_warps": md["num_warps"],  # launched: all partitions of a warp-specialized kernel
                     "num_stages": v.config.num_stages,
                     "pdl": bool(md.get("launch_pdl")),
                     "shared": md["shared"],

@@ -99,6 +99,7 @@ def job_of(variant: Variant) -> dict[str, Any]:
             "num_warps": variant.config.num_warps,
             "num_stages": variant.config.num_stages,
             **({"launch_pdl": True} if variant.pdl else {}),
+            **({"maxnreg": variant.config.maxnreg} if variant.config.maxnreg else {}),
         },
         "target": (variant.target.backend, variant.target.arch, 32 if variant.target.backend == "cuda" else 64),
         "env": ptxas_env(variant.target),
@@ -132,10 +133,12 @@ def compile_job(job: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 
     module = import_file(Path(job["source"]))
     fn = next(k.fn for k in module.KERNELS if k.name == job["kernel"])
-    src = ASTSource(fn, job["signature"], job["constexprs"], job["attrs"])
+    source = GluonASTSource if isinstance(fn, GluonJITFunction) else ASTSource  # Triton's two front ends
+    src = source(fn, job["signature"], job["constexprs"], job["attrs"])
     target = GPUTarget(*job["target"])
     with assembler_env(job["env"]):
         compiled = triton.compile(src, target=target, options=job["options"])

@@ -92,7 +92,10 @@ class Config:
     `alternate` configs are compiled for XOPSAOT_AUTOTUNE only: each one competes with the closest preceding
     non-alternate config of the same signature (its bucket, whose predicate it shares) when the runtime times
     the candidates at first use. Only kernels whose launches can be repeated (no output aliases an input)
-    may declare them."""
+    may declare them.
+
+    `maxnreg` caps the registers per thread (ptxas's maxnreg): warp-specialized Gluon kernels need it, since the
+    registers their partitions are given (`gl.warp_specialize`) are shares of it."""
 
     constexprs: Mapping[str, Any] = field(default_factory=dict)
     num_warps: int = 4
@@ -101,6 +104,7 @@ class Config:
     alternate: bool = False
     fallback: bool = True
     hinted: bool = True
+    maxnreg: int | None = None
 
 
 ConfigSource = Union[Sequence[Config], Callable[[Target, Mapping[str, Any]], Sequence[Config]]]

@@ -31,6 +31,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
+from kernels_src._attention_ws import attn_fwd_ws
 from kernels_src._pdl import wait_for_predecessor
 
 
@@ -350,129 +351,6 @@ def attn_fwd(
 
 
 @triton.jit
-def _online_softmax_scaled(acc, m_i, l_i, s, v, qk_scale, MASKED: tl.constexpr):
-    """_online_softmax for unscaled scores s (masked ones -inf) and qk_scale > 0: the scale folds into the
-    exponent's multiply-add, one multiply per score fewer in a loop bound by its per-score arithmetic."""
-    m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale)
-    if MASKED:
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
-    else:
-        m_safe = m_new
-    p = tl.math.exp2(s * qk_scale - m_safe[:, None])
-    alpha = tl.math.exp2(m_i - m_safe)
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return acc, m_new, l_i
-
-
-@triton.jit
-def attn_fwd_tma(
-    Q,
-    K,
-    V,
-    Out,
-    Lse,
-    CuSeqlensQ,
-    CuSeqlensK,
-    stride_qs,
-    stride_ks,
-    stride_vs,
-    stride_ob,
-    stride_os,
-    stride_oh,
-    stride_lb,
-    stride_lh,
-    stride_ls,
-    rows_q,
-    rows_k,
-    seqlen_q,
-    seqlen_k,
-    heads,
-    heads_k,
-    varlen_q,
-    varlen_k,
-    window_left,
-    window_right,
-    write_lse,
-    qk_scale,
-    BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    PDL: tl.constexpr = False,
-):
-    """The common prefill case on Hopper: q, k, v read as 2-D views (tokens, heads * headdim) through tensor
-    descriptors (TMA), one query head per program, head_dim == BLOCK_D, no softcap or ALiBi, one key slice.
-    Windows, causality, varlen and lse follow attn_fwd. qk_scale must be positive (_online_softmax_scaled)."""
-    wait_for_predecessor(PDL)
-    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
-    head = tl.program_id(1)
-    batch = tl.program_id(2)
-    head_k = head // (heads // heads_k)
-    q_start = tl.load(CuSeqlensQ + batch, mask=varlen_q != 0, other=0)
-    q_len = tl.load(CuSeqlensQ + batch + 1, mask=varlen_q != 0, other=0) - q_start
-    q_len = tl.where(varlen_q != 0, q_len, seqlen_q)
-    k_start = tl.load(CuSeqlensK + batch, mask=varlen_k != 0, other=0)
-    k_len = tl.load(CuSeqlensK + batch + 1, mask=varlen_k != 0, other=0) - k_start
-    k_len = tl.where(varlen_k != 0, k_len, seqlen_k)
-    if start_m >= q_len:
-        return
-    # dense tensors are one block of rows per batch element
-    q_row = tl.where(varlen_q != 0, q_start, batch * seqlen_q)
-    k_row = tl.where(varlen_k != 0, k_start, batch * seqlen_k)
-    desc_q = tl.make_tensor_descriptor(Q, [rows_q, heads * BLOCK_D], [stride_qs, 1], [BLOCK_M, BLOCK_D])
-    desc_k = tl.make_tensor_descriptor(K, [rows_k, heads_k * BLOCK_D], [stride_ks, 1], [BLOCK_N, BLOCK_D])
-    desc_v = tl.make_tensor_descriptor(V, [rows_k, heads_k * BLOCK_D], [stride_vs, 1], [BLOCK_N, BLOCK_D])
-    q = desc_q.load([q_row + start_m, head * BLOCK_D])
-
-    rows = start_m + tl.arange(0, BLOCK_M)
-    diag = rows + k_len - q_len
-    zeros = tl.zeros([BLOCK_M], dtype=tl.float32)
-    first_diag = start_m + k_len - q_len
-    last_diag = tl.minimum(start_m + BLOCK_M - 1, q_len - 1) + k_len - q_len
-    lo = tl.maximum(first_diag - window_left, 0)
-    end = tl.minimum(k_len, last_diag + window_right + 1)
-    begin = lo // BLOCK_N * BLOCK_N
-    full_lo = tl.maximum(last_diag - window_left, lo)
-    full_hi = tl.minimum(end, first_diag + window_right + 1)
-    f_lo = tl.cdiv(full_lo, BLOCK_N) * BLOCK_N
-    f_hi = full_hi // BLOCK_N * BLOCK_N
-    u_lo = tl.where(f_lo < f_hi, f_lo, begin)
-    u_hi = tl.where(f_lo < f_hi, f_hi, begin)
-    n_lead = tl.cdiv(tl.maximum(u_lo - begin, 0), BLOCK_N)
-    n_trail = tl.cdiv(tl.maximum(end - u_hi, 0), BLOCK_N)
-
-    m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    for i in range(0, n_lead + n_trail):
-        start_n = tl.where(i < n_lead, begin + i * BLOCK_N, u_hi + (i - n_lead) * BLOCK_N)
-        cols = start_n + tl.arange(0, BLOCK_N)
-        k = desc_k.load([k_row + start_n, head_k * BLOCK_D])
-        s = _scores(q, k, cols, k_len, diag, window_left, window_right, zeros, 0, 1.0, 0.0, True, False)
-        # rows past this sequence belong to the next one: their scores are masked, their values zeroed
-        v = desc_v.load([k_row + start_n, head_k * BLOCK_D])
-        v = tl.where(cols[:, None] < k_len, v, 0.0)
-        acc, m_i, l_i = _online_softmax_scaled(acc, m_i, l_i, s, v, qk_scale, True)
-    for start_n in range(u_lo, u_hi, BLOCK_N):
-        k = desc_k.load([k_row + start_n, head_k * BLOCK_D])
-        s = tl.dot(q, tl.trans(k))
-        v = desc_v.load([k_row + start_n, head_k * BLOCK_D])
-        acc, m_i, l_i = _online_softmax_scaled(acc, m_i, l_i, s, v, qk_scale, False)
-
-    seen = l_i > 0
-    out = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
-    row_ok = rows < q_len
-    o_pos = tl.where(varlen_q != 0, q_start, 0) + rows
-    o_rows = batch.to(tl.int64) * stride_ob + o_pos.to(tl.int64) * stride_os + head.to(tl.int64) * stride_oh
-    dims = tl.arange(0, BLOCK_D)
-    tl.store(Out + o_rows[:, None] + dims[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None])
-    if write_lse != 0:
-        lse = (m_i + tl.math.log2(tl.where(seen, l_i, 1.0))) * 0.6931471805599453
-        lse_rows = batch.to(tl.int64) * stride_lb + head.to(tl.int64) * stride_lh + o_pos.to(tl.int64) * stride_ls
-        tl.store(Lse + lse_rows, tl.where(seen, lse, float("inf")), mask=row_ok)
-
-
-@triton.jit
 def attn_combine(
     Opart,
     LsePart,
@@ -625,10 +503,21 @@ def attention_configs(target: Target, keys) -> list[Config]:
     return configs
 
 
-def tma_configs(target: Target, keys) -> list[Config]:
-    """From the same tuning table: the prefill bucket's config of the tile width (measured with TMA loads it is
-    BLOCK_M 128, BLOCK_N 128 for head dim 128 and BLOCK_N 64 for 64, 8 warps, 3 stages) and its alternates."""
-    return bucket_configs(TUNING[str(target.arch)]["tma_tiles"][str(keys["BLOCK_D"])], "", True)
+def ws_maxnreg(block_m: int) -> int:
+    """attn_fwd_ws's register cap: the register file (65536) over its warps, a warpgroup (four warps) per 64 rows
+    plus the loader's, rounded down to a multiple of 8. The partitions' shares in _attention_ws.py sum to it."""
+    warps = 4 * (block_m // 64 + 1)
+    return 65536 // (32 * warps) // 8 * 8
+
+
+def ws_configs(target: Target, keys) -> list[Config]:
+    """attn_fwd_ws's tiles from the tuning table: [BLOCK_M, BLOCK_N, warps of one consumer, stages of the ring]."""
+    bucket = TUNING[str(target.arch)]["ws_tiles"][str(keys["BLOCK_D"])]
+    entries = [bucket["config"]] + bucket.get("alternates", [])
+    return [
+        Config({"BLOCK_M": bm, "BLOCK_N": bn, "STAGES": stages}, warps, 1, alternate=i > 0, maxnreg=ws_maxnreg(bm))
+        for i, (bm, bn, warps, stages) in enumerate(entries)
+    ]
 
 
 def aligned_stride(name: str) -> object:
@@ -693,7 +582,7 @@ KERNELS = [
         aligned=ALIGNED_ONLY,
     ),
     Kernel(
-        fn=attn_fwd_tma,
+        fn=attn_fwd_ws,
         op="flash_attn",
         args=[
             ptr("Q", "T"),
@@ -724,7 +613,7 @@ KERNELS = [
         keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128]},
         grid_args=[i32("batch")],
         grid=["cdiv(seqlen_q, BLOCK_M)", "heads", "batch"],
-        configs=tma_configs,
+        configs=ws_configs,
         aligned=ALIGNED_ONLY,
         targets=lambda target: target.backend == "cuda" and target.arch == 90,
     ),

@@ -552,7 +552,7 @@ def test_autotune_alternates_compute_the_same(rng, tmp_path):
 
 @pytest.mark.gpu
 def test_every_attention_variant_was_checked():
-    """After the tests above (file order): each attn_fwd, attn_fwd_tma and attn_combine variant compiled for this
+    """After the tests above (file order): each attn_fwd, attn_fwd_ws and attn_combine variant compiled for this
     GPU ran (kv_append is checked through the cache contents, which each append test compares exactly)."""
-    missing = unexercised({"attn_fwd", "attn_fwd_tma", "attn_combine"}, GPU_USED)
+    missing = unexercised({"attn_fwd", "attn_fwd_ws", "attn_combine"}, GPU_USED)
     assert not missing, f"attention variants never exercised: {missing}"

@@ -540,7 +540,7 @@ def test_cross_entropy_and_sampling_launches(fake_driver):
 
 @needs_sm90
 def test_hopper_prefill_takes_the_tma_kernel_with_global_scratch(fake_driver):
-    """Dense prefill with heads side by side goes to attn_fwd_tma, whose tensor descriptors live in Triton's global
+    """Dense prefill with heads side by side goes to attn_fwd_ws, whose tensor descriptors live in Triton's global
     scratch: allocated per launch (stream-ordered) and freed after it."""
     r = scenario(
         fake_driver,
@@ -555,11 +555,13 @@ def test_hopper_prefill_takes_the_tma_kernel_with_global_scratch(fake_driver):
     """,
     )
     launch, variant = r["launch"], r["launch"]["variant"]
-    assert r["count"] == 1 and variant["kernel"] == "attn_fwd_tma" and variant["keys"] == {"BLOCK_D": 128}
+    assert r["count"] == 1 and variant["kernel"] == "attn_fwd_ws" and variant["keys"] == {"BLOCK_D": 128}
     assert launch["grid"] == [-(-300 // variant["constexprs"]["BLOCK_M"]), 8, 2]  # one query head per program
+    # warp-specialized: a warpgroup per 64 rows and the loader's, every partition's warps in the launch
+    assert launch["block"] == [32 * 4 * (variant["constexprs"]["BLOCK_M"] // 64 + 1), 1, 1]
     scratch = variant["hidden_args"][0]["size_per_program"]
     assert scratch > 0
-    p = decode(launch["params"], "attn_fwd_tma")
+    p = decode(launch["params"], "attn_fwd_ws")
     assert p[:4] == [A, B, B, C] and p[7:10] == [8 * 128, 2 * 128, 2 * 128]  # row strides of the 2-D views
     assert p[16:22] == [600, 154, 300, 77, 8, 2]  # rows of q and k, sequence lengths, heads
     programs = launch["grid"][0] * 8 * 2

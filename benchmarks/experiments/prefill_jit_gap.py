@@ -7,6 +7,9 @@ window or varlen bookkeeping) at the same tile. TFLOP/s, bf16; batch x seqlen = 
     python3 benchmarks/experiments/prefill_jit_gap.py [--tiles 256,64,16,3;...]
 
 --tiles adds tiles (BLOCK_M, BLOCK_N, warps, stages) of the minimal kernel to time beside the shipped one.
+
+attn_fwd_tma, the Triton kernel this measures, was replaced by the Gluon kernel attn_fwd_ws in stop 22 (2026-11-24);
+point the script at a kernels file of an earlier commit (`git show e9a27a0:kernels_src/attention.py`).
 """
 
 import importlib.util

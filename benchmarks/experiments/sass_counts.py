@@ -3,6 +3,9 @@ no GPU needed. --warp-specialize first rewrites the kernel's unmasked key loop a
 tl.range(..., warp_specialize=True), to see whether Triton applies it on sm_90.
 
     python benchmarks/experiments/sass_counts.py [--source kernels_src/attention.py] [--warp-specialize]
+
+attn_fwd_tma, the Triton kernel this measures, was replaced by the Gluon kernel attn_fwd_ws in stop 22 (2026-11-24);
+point the script at a kernels file of an earlier commit (`git show e9a27a0:kernels_src/attention.py`).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ static int choose_splits(const attn_problem *p, int sm_count) {
   return splits < 1 ? 1 : (int)splits;
 }
 
-/* Whether the problem fits attn_fwd_tma (Hopper, prefill): dense or packed q/k/v whose heads sit side by side
+/* Whether the problem fits attn_fwd_ws (Hopper, prefill): dense or packed q/k/v whose heads sit side by side
  * (2-D views of tokens x heads * headdim), headdim equal to a tile width, no paged cache, softcap or ALiBi. */
 static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options *o) {
   if (p->block_table || p->seqused_k || p->alibi || o->softcap > 0 || (p->head_dim != 64 && p->head_dim != 128) ||
@@ -162,7 +162,7 @@ static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options 
 static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
                               int32_t window_right, int *launched, void *stream) {
   const int s = p->varlen ? 0 : 1; /* the sequence dim */
-  xk_attn_fwd_tma_args a = {
+  xk_attn_fwd_ws_args a = {
       .Q = p->q->data, .K = p->k->data, .V = p->v->data, .Out = p->out->data,
       .Lse = p->lse ? p->lse->data : NULL,
       .CuSeqlensQ = p->cu_q ? p->cu_q->data : NULL, .CuSeqlensK = p->cu_k ? p->cu_k->data : NULL,
@@ -178,9 +178,9 @@ static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_opt
       .qk_scale = o->softmax_scale * 1.4426950408889634f,
       .batch = (int32_t)p->batch,
   };
-  xk_attn_fwd_tma_keys keys = {p->q->dtype, (int32_t)p->head_dim};
-  *launched = xo_can_launch(&xk_attn_fwd_tma, &keys.T, &a, p->q->device);
-  return *launched ? xo_launch(&xk_attn_fwd_tma, &keys.T, &a, p->q->device, stream) : XOPSAOT_SUCCESS;
+  xk_attn_fwd_ws_keys keys = {p->q->dtype, (int32_t)p->head_dim};
+  *launched = xo_can_launch(&xk_attn_fwd_ws, &keys.T, &a, p->q->device);
+  return *launched ? xo_launch(&xk_attn_fwd_ws, &keys.T, &a, p->q->device, stream) : XOPSAOT_SUCCESS;
 }
 
 static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, void *stream) {

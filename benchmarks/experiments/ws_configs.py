@@ -1,8 +1,8 @@
-"""Time every compiled attn_fwd_tma config (bf16) on the prefill shapes, each forced through an autotune cache file
-(needs the configs to compare listed as tma_tiles alternates in kernels_src/attention_tuning.json), with its
+"""Time every compiled attn_fwd_ws config (bf16) on the prefill shapes, each forced through an autotune cache file
+(needs the configs to compare listed as ws_tiles alternates in kernels_src/attention_tuning.json), with its
 largest error against SDPA on a slice in brackets.
 
-    python3 benchmarks/experiments/tma_configs.py
+    python3 benchmarks/experiments/ws_configs.py
 """
 
 import os
@@ -39,7 +39,7 @@ m = _library.manifest()
 dev = xopsaot.info()["devices"][0]["name"]
 by = {v["index"]: v for v in m["variants"]}
 for dim in (64, 128):
-    vs = [v for v in m["variants"] if v["label"].startswith(f"attn_fwd_tma/sm_90/bf16/BLOCK_D={dim}/")]
+    vs = [v for v in m["variants"] if v["label"].startswith(f"attn_fwd_ws/sm_90/bf16/BLOCK_D={dim}/")]
     prim = [v for v in vs if v["alternate_of"] is None][0]
     print(f"d{dim}: seqlen 4k 4k-causal 8k 8k-causal 16k 16k-causal", flush=True)
     for v in vs:

@@ -1,0 +1,324 @@
+"""Hopper prefill with warp specialization (FA3's plan), written in Gluon, Triton's lower-level front end: Triton
+3.9 compiles it for sm_90 ahead of time, where `tl.range(warp_specialize=True)` specializes nothing on sm_90.
+
+A program owns BLOCK_M query rows of one head: a consumer warpgroup per 64 rows (two, or three for head dim 64),
+plus a one-warp partition that streams the program's key and value blocks through TMA into a ring of shared-
+memory stages the consumers share. Barriers per stage: `ready` (the TMA's bytes landed) and `empty` (every
+consumer's product that read the stage is done: one arrival each). Within a consumer, block i+1's QK^T runs on
+the tensor cores while block i's output is rescaled and its PV issued, and block i+1's softmax runs during that
+PV; the consumers drift apart, so one's softmax also fills the others' products. The registers a product in
+flight reads or writes are never touched before its wait: ptxas would otherwise serialize every wgmma of the
+kernel (its C7513/C7514 notes), which cost 15-25% in the first version.
+
+Arguments, grid and semantics are those of the general kernel's dense and varlen prefill (attention.py): windows,
+causality (bottom-right), varlen, lse; head_dim == BLOCK_D, no softcap or ALiBi, a positive scale, one key slice.
+The descriptors are bounded at the sequence's last row, so TMA reads zeros past it and never the next sequence.
+"""
+
+from triton import constexpr_function
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.language.extra.cuda import gdc_wait
+
+WG_ROWS = gl.constexpr(64)  # query rows per consumer warpgroup: wgmma's M for one warpgroup
+
+
+@constexpr_function
+def _wgmma_layout(n):
+    """A warpgroup's accumulator of 64 rows and n columns (one wgmma of shape 16 x n x 16 per warp's rows)."""
+    return gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, gl._unwrap_if_constexpr(n), 16]
+    )
+
+
+@gluon.jit
+def _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N: gl.constexpr):
+    """First key of the i-th block a program visits: the masked blocks (those before the full ones, then those
+    after), then the full ones."""
+    if i < n_lead:
+        start = begin + i * BLOCK_N
+    elif i < n_masked:
+        start = u_hi + (i - n_lead) * BLOCK_N
+    else:
+        start = u_lo + (i - n_masked) * BLOCK_N
+    return start
+
+
+@gluon.jit
+def _load_partition(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, bars, coords, blocks):
+    # (constexprs passed through warp_specialize arrive as run-time values: the tile sizes come from the buffers)
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    BLOCK_D: gl.constexpr = k_smem.type.shape[2]
+    q_bar, k_ready, k_empty, v_ready, v_empty = bars
+    q_row, head, k_row, head_k = coords
+    n_lead, n_masked, n_total, begin, u_lo, u_hi = blocks
+    CONSUMERS: gl.constexpr = q_smem.type.shape[0]
+    mbarrier.expect(q_bar, CONSUMERS * desc_q.block_type.nbytes)
+    for w in gl.static_range(CONSUMERS):
+        tma.async_load(desc_q, [q_row + w * WG_ROWS, head * BLOCK_D], q_bar, q_smem.index(w))
+    for i in range(n_total):
+        stage = i % STAGES
+        phase = (i // STAGES) & 1
+        start_n = _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N)
+        # a fresh barrier counts as having completed the phase before 0, so the first lap does not wait
+        mbarrier.wait(k_empty.index(stage), phase ^ 1)
+        mbarrier.expect(k_ready.index(stage), desc_k.block_type.nbytes)
+        tma.async_load(desc_k, [k_row + start_n, head_k * BLOCK_D], k_ready.index(stage),
+                                        k_smem.index(stage))  # fmt: skip
+        mbarrier.wait(v_empty.index(stage), phase ^ 1)
+        mbarrier.expect(v_ready.index(stage), desc_v.block_type.nbytes)
+        tma.async_load(desc_v, [k_row + start_n, head_k * BLOCK_D], v_ready.index(stage),
+                                        v_smem.index(stage))  # fmt: skip
+
+
+@gluon.jit
+def _softmax_step(s, m_i, l_i, i, blocks, mask_args, qk_scale):
+    """Fold the scores s of the i-th block into the running max m_i and sum l_i; return P (float32, in the
+    scores' registers) and alpha, the factor the output accumulated so far must be scaled by."""
+    n_lead, n_masked, n_total, begin, u_lo, u_hi = blocks
+    k_len, diag, window_left, window_right = mask_args
+    BLOCK_N: gl.constexpr = s.type.shape[1]
+    if i < n_masked:
+        start_n = _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N)
+        cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
+        visible = (cols[None, :] < k_len) & (cols[None, :] >= diag[:, None] - window_left)
+        visible = visible & (cols[None, :] <= diag[:, None] + window_right)
+        s = gl.where(visible, s, -float("inf"))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+        m_safe = gl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
+    else:
+        m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+        m_safe = m_new
+    p = gl.exp2(s * qk_scale - m_safe[:, None])
+    alpha = gl.exp2(m_i - m_safe)
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, alpha, m_new, l_i
+
+
+@gluon.jit
+def _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, WG: gl.constexpr):
+    STAGES: gl.constexpr = k_smem.type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
+    BLOCK_D: gl.constexpr = k_smem.type.shape[2]
+    q_bar, k_ready, k_empty, v_ready, v_empty = bars
+    o_base, l_base, stride_os, stride_ls, first_row, q_len, k_len, window_left, window_right, write_lse, qk_scale = (
+        out_args
+    )
+    n_total = blocks[2]
+    s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
+    o_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    rows = first_row + WG * WG_ROWS + gl.arange(0, WG_ROWS, layout=row_s)
+    mask_args = (k_len, rows + k_len - q_len, window_left, window_right)
+    zero_s = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    m_i = gl.full([WG_ROWS], -float("inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([WG_ROWS], gl.float32, layout=row_s)
+    alpha = gl.full([WG_ROWS], 1.0, gl.float32, layout=row_s)
+    acc = gl.zeros([WG_ROWS, BLOCK_D], gl.float32, layout=o_layout)
+    p_op = gl.zeros([WG_ROWS, BLOCK_N], k_smem.dtype, layout=p_layout)
+
+    q = q_smem.index(WG)
+    mbarrier.wait(q_bar, 0)
+    if n_total > 0:
+        mbarrier.wait(k_ready.index(0), 0)
+        s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False)
+        mbarrier.arrive(k_empty.index(0))
+        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, 0, blocks, mask_args, qk_scale)
+        p_op = gl.convert_layout(p.to(k_smem.dtype), p_layout)
+    # FA3's order within a warpgroup: block i+1's QK^T runs while block i's output is rescaled and its PV issued;
+    # block i+1's softmax runs while that PV does. No register a product in flight reads or writes is touched
+    # (else ptxas serializes every wgmma of the kernel): P becomes the PV operand only after the PV before it.
+    for i in range(n_total - 1):
+        nxt = i + 1
+        mbarrier.wait(k_ready.index(nxt % STAGES), (nxt // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(nxt % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        mbarrier.wait(v_ready.index(i % STAGES), (i // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(i % STAGES), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s,))
+        mbarrier.arrive(k_empty.index(nxt % STAGES))
+        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, nxt, blocks, mask_args, qk_scale)
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(i % STAGES))
+        p_op = gl.convert_layout(p.to(k_smem.dtype), p_layout)
+    if n_total > 0:
+        last = n_total - 1
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(last % STAGES), acc)
+
+    seen = l_i > 0
+    l_o = gl.convert_layout(gl.where(seen, l_i, 1.0), row_o)
+    out = acc / l_o[:, None]
+    out = gl.where(gl.convert_layout(seen, row_o)[:, None], out, 0.0)
+    rows_o = first_row + WG * WG_ROWS + gl.arange(0, WG_ROWS, layout=row_o)
+    dims = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, o_layout))
+    offsets = o_base + rows_o.to(gl.int64)[:, None] * stride_os + dims[None, :]
+    gl.store(Out + offsets, out.to(Out.dtype.element_ty), mask=(rows_o < q_len)[:, None])
+    if write_lse != 0:
+        lse = (m_i + gl.log2(gl.where(seen, l_i, 1.0))) * 0.6931471805599453
+        lse = gl.where(seen, lse, float("inf"))
+        gl.store(Lse + l_base + rows.to(gl.int64) * stride_ls, lse, mask=rows < q_len)
+
+
+@gluon.jit
+def _consumer_2(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks):
+    _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, 2)
+
+
+@gluon.jit
+def _consumer_1(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks):
+    _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, 1)
+
+
+@gluon.jit
+def _consumer_0(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks):
+    _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, 0)
+
+
+@gluon.jit
+def attn_fwd_ws(
+    Q,
+    K,
+    V,
+    Out,
+    Lse,
+    CuSeqlensQ,
+    CuSeqlensK,
+    stride_qs,
+    stride_ks,
+    stride_vs,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    stride_lb,
+    stride_lh,
+    stride_ls,
+    rows_q,
+    rows_k,
+    seqlen_q,
+    seqlen_k,
+    heads,
+    heads_k,
+    varlen_q,
+    varlen_k,
+    window_left,
+    window_right,
+    write_lse,
+    qk_scale,
+    BLOCK_D: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+    PDL: gl.constexpr = False,
+):
+    if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
+        gdc_wait()
+    CONSUMERS: gl.constexpr = BLOCK_M // WG_ROWS
+    gl.static_assert((CONSUMERS == 2 or CONSUMERS == 3) and BLOCK_M % WG_ROWS == 0, "2 or 3 consumers of 64 rows")
+    start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
+    head = gl.program_id(1)
+    batch = gl.program_id(2)
+    head_k = head // (heads // heads_k)
+    if varlen_q != 0:
+        q_start = gl.load(CuSeqlensQ + batch)
+        q_len = gl.load(CuSeqlensQ + batch + 1) - q_start
+        q_row = q_start
+    else:
+        q_start = 0
+        q_len = seqlen_q
+        q_row = batch * seqlen_q
+    if varlen_k != 0:
+        k_start = gl.load(CuSeqlensK + batch)
+        k_len = gl.load(CuSeqlensK + batch + 1) - k_start
+        k_row = k_start
+    else:
+        k_len = seqlen_k
+        k_row = batch * seqlen_k
+    if start_m < q_len:
+        first_diag = start_m + k_len - q_len
+        last_diag = gl.minimum(start_m + BLOCK_M - 1, q_len - 1) + k_len - q_len
+        lo = gl.maximum(first_diag - window_left, 0)
+        end = gl.minimum(k_len, last_diag + window_right + 1)
+        begin = lo // BLOCK_N * BLOCK_N
+        full_lo = gl.maximum(last_diag - window_left, lo)
+        full_hi = gl.minimum(end, first_diag + window_right + 1)
+        f_lo = gl.cdiv(full_lo, BLOCK_N) * BLOCK_N
+        f_hi = full_hi // BLOCK_N * BLOCK_N
+        u_lo = gl.where(f_lo < f_hi, f_lo, begin)
+        u_hi = gl.where(f_lo < f_hi, f_hi, begin)
+        n_lead = gl.cdiv(gl.maximum(u_lo - begin, 0), BLOCK_N)
+        n_masked = n_lead + gl.cdiv(gl.maximum(end - u_hi, 0), BLOCK_N)
+        n_total = n_masked + (u_hi - u_lo) // BLOCK_N
+        blocks = (n_lead, n_masked, n_total, begin, u_lo, u_hi)
+
+        dtype: gl.constexpr = Q.dtype.element_ty
+        tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+        # bounded at this sequence's last row: TMA reads zeros past it
+        desc_q = tma.make_tensor_descriptor(Q, [q_row + q_len, heads * BLOCK_D], [stride_qs, 1], [WG_ROWS, BLOCK_D],
+                                            tile)  # fmt: skip
+        desc_k = tma.make_tensor_descriptor(K, [k_row + k_len, heads_k * BLOCK_D], [stride_ks, 1], [BLOCK_N, BLOCK_D],
+                                            tile)  # fmt: skip
+        desc_v = tma.make_tensor_descriptor(V, [k_row + k_len, heads_k * BLOCK_D], [stride_vs, 1], [BLOCK_N, BLOCK_D],
+                                            tile)  # fmt: skip
+        q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, WG_ROWS, BLOCK_D], tile)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], tile)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], tile)
+        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_bar, count=1)
+        for i in gl.static_range(STAGES):
+            mbarrier.init(k_ready.index(i), count=1)
+            mbarrier.init(v_ready.index(i), count=1)
+            mbarrier.init(k_empty.index(i), count=CONSUMERS)
+            mbarrier.init(v_empty.index(i), count=CONSUMERS)
+        bars = (q_bar, k_ready, k_empty, v_ready, v_empty)
+
+        o_pos0 = q_start  # dense outputs index rows within the batch element
+        o_base = batch.to(gl.int64) * stride_ob + (o_pos0 + 0).to(gl.int64) * stride_os + head.to(gl.int64) * stride_oh
+        l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh + (o_pos0 + 0).to(gl.int64) * stride_ls
+        out_args = (o_base, l_base, stride_os, stride_ls, start_m, q_len, k_len, window_left, window_right, write_lse,
+                    qk_scale)  # fmt: skip
+        consumer_args = (q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks)
+        load_args = (
+            desc_q,
+            desc_k,
+            desc_v,
+            q_smem,
+            k_smem,
+            v_smem,
+            bars,
+            (q_row + start_m, head, k_row, head_k),
+            blocks,
+        )
+        # registers per thread: the kernel's maxnreg (WS_MAXNREG in attention.py) times the warpgroups, shared out
+        if CONSUMERS == 2:
+            gl.warp_specialize(
+                [(_consumer_0, consumer_args), (_consumer_1, consumer_args), (_load_partition, load_args)],
+                [4, 1],
+                [240, 24],
+            )
+        else:
+            gl.warp_specialize(
+                [
+                    (_consumer_0, consumer_args),
+                    (_consumer_1, consumer_args),
+                    (_consumer_2, consumer_args),
+                    (_load_partition, load_args),
+                ],
+                [4, 4, 1],
+                [160, 160, 24],
+            )
