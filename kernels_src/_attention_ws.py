@@ -8,7 +8,7 @@ consumer's product that read the stage is done: one arrival each). Within a cons
 the tensor cores while block i's output is rescaled and its PV issued, and block i+1's softmax runs during that
 PV; the consumers drift apart, so one's softmax also fills the others' products. The registers a product in
 flight reads or writes are never touched before its wait: ptxas would otherwise serialize every wgmma of the
-kernel (its C7513/C7514 notes), which cost 15-25% in the first version.
+kernel (its C7513/C7514 notes), which cost 20-30% in the first version (h100-2026-11-24-experiments.md).
 
 Arguments, grid and semantics are those of the general kernel's dense and varlen prefill (attention.py): windows,
 causality (bottom-right), varlen, lse; head_dim == BLOCK_D, no softcap or ALiBi, a positive scale, one key slice.
@@ -287,9 +287,9 @@ def attn_fwd_ws(
             mbarrier.init(v_empty.index(i), count=CONSUMERS)
         bars = (q_bar, k_ready, k_empty, v_ready, v_empty)
 
-        o_pos0 = q_start  # dense outputs index rows within the batch element
-        o_base = batch.to(gl.int64) * stride_ob + (o_pos0 + 0).to(gl.int64) * stride_os + head.to(gl.int64) * stride_oh
-        l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh + (o_pos0 + 0).to(gl.int64) * stride_ls
+        # dense outputs index rows within their batch element (q_start 0), packed ones from the sequence's start
+        o_base = batch.to(gl.int64) * stride_ob + q_start.to(gl.int64) * stride_os + head.to(gl.int64) * stride_oh
+        l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh + q_start.to(gl.int64) * stride_ls
         out_args = (o_base, l_base, stride_os, stride_ls, start_m, q_len, k_len, window_left, window_right, write_lse,
                     qk_scale)  # fmt: skip
         consumer_args = (q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks)
