@@ -26,6 +26,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.extra.cuda import gdc_wait
 
+from kernels_src._attention_keys import key_blocks
+
 WG_ROWS = gl.constexpr(64)  # query rows per consumer warpgroup: wgmma's M for one warpgroup
 
 
@@ -248,15 +250,7 @@ def attn_fwd_ws(
     if start_m < q_len:
         first_diag = start_m + k_len - q_len
         last_diag = gl.minimum(start_m + BLOCK_M - 1, q_len - 1) + k_len - q_len
-        lo = gl.maximum(first_diag - window_left, 0)
-        end = gl.minimum(k_len, last_diag + window_right + 1)
-        begin = lo // BLOCK_N * BLOCK_N
-        full_lo = gl.maximum(last_diag - window_left, lo)
-        full_hi = gl.minimum(end, first_diag + window_right + 1)
-        f_lo = gl.cdiv(full_lo, BLOCK_N) * BLOCK_N
-        f_hi = full_hi // BLOCK_N * BLOCK_N
-        u_lo = gl.where(f_lo < f_hi, f_lo, begin)
-        u_hi = gl.where(f_lo < f_hi, f_hi, begin)
+        begin, end, u_lo, u_hi = key_blocks(first_diag, last_diag, k_len, window_left, window_right, BLOCK_N)
         n_lead = gl.cdiv(gl.maximum(u_lo - begin, 0), BLOCK_N)
         n_masked = n_lead + gl.cdiv(gl.maximum(end - u_hi, 0), BLOCK_N)
         n_total = n_masked + (u_hi - u_lo) // BLOCK_N

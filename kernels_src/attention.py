@@ -31,6 +31,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
+from kernels_src._attention_keys import key_blocks
 from kernels_src._attention_ws import attn_fwd_ws
 from kernels_src._pdl import wait_for_predecessor
 
@@ -289,18 +290,10 @@ def attn_fwd(
     if MODS:
         slope_row = tl.load(AlibiSlopes + batch * stride_ab + head, mask=row_ok & (has_alibi != 0), other=0.0)
         slope_row *= 1.4426950408889634
-    # keys some row of the block sees: [begin, end); keys every row sees: [full_lo, full_hi)
+    # keys some row of the block sees: [begin, end); the whole blocks every row sees: [u_lo, u_hi)
     first_diag = start_m // group + shift
     last_diag = tl.minimum((start_m + BLOCK_M - 1) // group, q_len - 1) + shift
-    lo = tl.maximum(first_diag - window_left, 0)
-    end = tl.minimum(k_len, last_diag + window_right + 1)
-    begin = lo // BLOCK_N * BLOCK_N
-    full_lo = tl.maximum(last_diag - window_left, lo)
-    full_hi = tl.minimum(end, first_diag + window_right + 1)
-    f_lo = tl.cdiv(full_lo, BLOCK_N) * BLOCK_N
-    f_hi = full_hi // BLOCK_N * BLOCK_N
-    u_lo = tl.where(f_lo < f_hi, f_lo, begin)
-    u_hi = tl.where(f_lo < f_hi, f_hi, begin)
+    begin, end, u_lo, u_hi = key_blocks(first_diag, last_diag, k_len, window_left, window_right, BLOCK_N)
     # this program's slice of the key blocks
     per_split = tl.cdiv(tl.cdiv(tl.maximum(end - begin, 0), BLOCK_N), num_splits)
     s_lo = begin + split * per_split * BLOCK_N
