@@ -1,5 +1,5 @@
-"""The key blocks a tile of query rows visits, shared by attention.py's kernels (Triton) and _attention_ws.py's
-(Gluon calls it too: it is scalar arithmetic)."""
+"""Which keys query rows see, shared by attention.py's kernel (Triton) and _attention_ws.py's (Gluon calls these
+too: they use only arithmetic, comparisons and broadcasting, which both front ends share)."""
 
 import triton
 import triton.language as tl
@@ -21,3 +21,11 @@ def key_blocks(first_diag, last_diag, k_len, window_left, window_right, BLOCK_N:
     u_lo = tl.where(f_lo < f_hi, f_lo, begin)
     u_hi = tl.where(f_lo < f_hi, f_hi, begin)
     return begin, end, u_lo, u_hi
+
+
+@triton.jit
+def visible_keys(cols, diag, k_len, window_left, window_right):
+    """The (row, key) pairs a block's rows see, for key positions cols and each row's diagonal diag: query i sees
+    keys j < k_len with diag - window_left <= j <= diag + window_right (causal is window_right = 0)."""
+    visible = (cols[None, :] < k_len) & (cols[None, :] >= diag[:, None] - window_left)
+    return visible & (cols[None, :] <= diag[:, None] + window_right)

@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.extra.cuda import gdc_wait
 
-from kernels_src._attention_keys import key_blocks
+from kernels_src._attention_keys import key_blocks, visible_keys
 
 WG_ROWS = gl.constexpr(64)  # query rows per consumer warpgroup: wgmma's M for one warpgroup
 
@@ -90,9 +90,7 @@ def _softmax_step(s, m_i, l_i, i, blocks, mask_args, qk_scale):
     if i < n_masked:
         start_n = _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N)
         cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
-        visible = (cols[None, :] < k_len) & (cols[None, :] >= diag[:, None] - window_left)
-        visible = visible & (cols[None, :] <= diag[:, None] + window_right)
-        s = gl.where(visible, s, -float("inf"))
+        s = gl.where(visible_keys(cols, diag, k_len, window_left, window_right), s, -float("inf"))
         m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
         m_safe = gl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
     else:

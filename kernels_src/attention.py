@@ -24,6 +24,7 @@ entries with round-to-nearest-even, saturating at +-448.
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import triton
@@ -31,7 +32,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
-from kernels_src._attention_keys import key_blocks
+from kernels_src._attention_keys import key_blocks, visible_keys
 from kernels_src._attention_ws import attn_fwd_ws
 from kernels_src._pdl import wait_for_predecessor
 
@@ -160,9 +161,7 @@ def _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, has_a
     else:
         s = s * qk_scale
     if MASKED:
-        visible = (cols[None, :] < k_len) & (cols[None, :] >= diag[:, None] - window_left)
-        visible = visible & (cols[None, :] <= diag[:, None] + window_right)
-        s = tl.where(visible, s, -float("inf"))
+        s = tl.where(visible_keys(cols, diag, k_len, window_left, window_right), s, -float("inf"))
     return s
 
 
@@ -504,12 +503,17 @@ def ws_maxnreg(block_m: int) -> int:
 
 
 def ws_configs(target: Target, keys) -> list[Config]:
-    """attn_fwd_ws's tiles from the tuning table: [BLOCK_M, BLOCK_N, warps of one consumer, stages of the ring]."""
+    """attn_fwd_ws's tiles from the tuning table, read as every bucket is ([BLOCK_M, BLOCK_N, warps, stages]):
+    its warps are one consumer's, its stages the ring's (the STAGES constexpr; Gluon pipelines nothing itself)."""
     bucket = TUNING[str(target.arch)]["ws_tiles"][str(keys["BLOCK_D"])]
-    entries = [bucket["config"]] + bucket.get("alternates", [])
     return [
-        Config({"BLOCK_M": bm, "BLOCK_N": bn, "STAGES": stages}, warps, 1, alternate=i > 0, maxnreg=ws_maxnreg(bm))
-        for i, (bm, bn, warps, stages) in enumerate(entries)
+        replace(
+            c,
+            constexprs={**c.constexprs, "STAGES": c.num_stages},
+            num_stages=1,
+            maxnreg=ws_maxnreg(c.constexprs["BLOCK_M"]),
+        )
+        for c in bucket_configs(bucket, "", True)
     ]
 
 
