@@ -178,6 +178,41 @@ def test_flash_attn_varlen(request, rng, where, option):
                 assert_lse_close(hl[:, qs], ref_lse[0], 2e-2, f"sequence {b} lse")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_flash_attn_varlen_tile_edges(rng, poison, dtype, dim):
+    """Packed prefill at Hopper's 128- and 192-row tile edges +-1, with empty and one-token sequences between them
+    and one sequence with more keys than queries (causal aligns bottom-right); then 600 sequences of 0-5 tokens."""
+    import torch
+
+    cases = (
+        [127, 128, 129, 0, 191, 192, 193, 1, 0, 300, 64, 65, 257, 383, 385],
+        rng.integers(0, 6, 600).tolist(),
+    )
+    h, hk = 8, 2
+    for lengths_q in cases:
+        lengths_k = list(lengths_q)
+        lengths_k[2] += 50
+        cq, ck = (np.concatenate([[0], np.cumsum(n)]).astype(np.int32) for n in (lengths_q, lengths_k))
+        q = torch.randn(int(cq[-1]), h, dim, device="cuda", dtype=getattr(torch, dtype))
+        k, v = (torch.randn(int(ck[-1]), hk, dim, device="cuda", dtype=getattr(torch, dtype)) for _ in range(2))
+        for causal in (False, True):
+            out, lse = xopsaot.flash_attn_varlen(
+                q, k, v, ints(cq, "gpu"), ints(ck, "gpu"), max(lengths_q), max(lengths_k), causal=causal,
+                return_lse=True,
+            )  # fmt: skip
+            note_variant("gpu")
+            hq, hkk, hv, ho, hl = host(q), host(k), host(v), host(out), host(lse)
+            for (b, qs), (_, ks) in zip(varlen_pieces(cq), varlen_pieces(ck)):
+                if qs.stop == qs.start:
+                    continue
+                ref, ref_lse = attention64(hq[None, qs], hkk[None, ks], hv[None, ks], causal, with_lse=True)
+                what = f"{len(lengths_q)} sequences, causal={causal}, sequence {b}"
+                assert_close(ho[qs], ref[0], dtype, what)
+                assert_lse_close(hl[:, qs], ref_lse[0], 2e-2, what)
+
+
 # ---- flash_attn_with_kvcache ----
 
 
