@@ -49,11 +49,19 @@ def softmax_kernel(
             else:
                 tl.store(Y + cols, (x - safe - tl.log(total)).to(Y.dtype.element_ty), mask=mask)
     else:
+        # Each pass loads a step ahead of the step it works on, so two steps of the row are in flight: Triton does
+        # not pipeline these loops (num_stages changes nothing). H100, bf16, in the wheel (wheel_ab.py vocab_rows,
+        # h100-2026-11-24-experiments.md, stop 23), softmax / log_softmax / logsumexp TB/s: 4096 x 50304 2.36-2.44 /
+        # 2.63 / 2.84 -> 2.62 / 2.79 / 2.96, 1024 x 128256 2.32 / 2.40 / 2.63 -> 2.55 / 2.67 / 2.92. The row norms'
+        # loops lost with it (layer_norm at 1024 x 131072 1.83 -> 1.18) and keep one block in flight.
         m = -float("inf")
         s = tl.zeros([BLOCK_N], dtype=tl.float32)
+        x_next = tl.load(X + cols, mask=cols < n_cols, other=-float("inf"))
         for start in range(0, n_cols, BLOCK_N):
-            c = start + cols
-            m, s = online_lse_step(m, s, tl.load(X + c, mask=c < n_cols, other=-float("inf")).to(tl.float32))
+            x = x_next
+            c = start + BLOCK_N + cols
+            x_next = tl.load(X + c, mask=c < n_cols, other=-float("inf"))
+            m, s = online_lse_step(m, s, x.to(tl.float32))
         safe = tl.where(m == -float("inf"), 0.0, m)
         total = tl.sum(s, axis=0)
         if LSE:
@@ -62,15 +70,17 @@ def softmax_kernel(
             log_total = tl.log(total)
             # the row's last reads and its writes evict first, keeping the rest of the row in L2 for this pass:
             # H100, bf16, 4096 x 32000 softmax 1.99 -> 2.51 TB/s (benchmarks/experiments/loop_eviction.py)
+            x_next = tl.load(X + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_first")
             for start in range(0, n_cols, BLOCK_N):
+                x = x_next.to(tl.float32)
+                c = start + BLOCK_N + cols
+                x_next = tl.load(X + c, mask=c < n_cols, other=-float("inf"), eviction_policy="evict_first")
                 c = start + cols
-                mask = c < n_cols
-                x = tl.load(X + c, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
                 if mode == 0:
                     y = tl.exp(x - safe) / total
                 else:
                     y = x - safe - log_total
-                tl.store(Y + c, y.to(Y.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+                tl.store(Y + c, y.to(Y.dtype.element_ty), mask=c < n_cols, eviction_policy="evict_first")
 
 
 # Rows past 16384 (the writing kinds; logsumexp reads its row once and keeps the shared configs): held whole up to
