@@ -1148,6 +1148,10 @@ def descriptor(shape, dtype=1, ptr=A, strides=None, ndim=None, device=0):
             "x must be contiguous in its last dim",
         ),
         (
+            lambda: raw_call("xopsaot_softmax", descriptor((1, 2**31 - 65535)), descriptor((1, 2**31 - 65535))),
+            "softmax: rows of 2147418113 elements are too long; at most 2147418112 are supported",
+        ),
+        (
             lambda: raw_call(
                 "xopsaot_group_norm",
                 descriptor((1, 2, 2**31)),

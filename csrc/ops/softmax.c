@@ -1,6 +1,8 @@
 /* The softmax family over the last dim: softmax, log_softmax, logsumexp. */
 #include "xk_kernels.h"
 
+#define MAX_ROW (INT32_MAX - 65535) /* 2^31 - 65536 elements */
+
 xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_tensor *out, int kind, void *stream) {
   static const char op[] = "softmax";
   int64_t rows, out_rows, stride_x, stride_y;
@@ -29,7 +31,10 @@ xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_ten
     if (xo_numel(x) == 0) return XOPSAOT_SUCCESS;
     XO_TRY(xo_rows(out, op, "out", &out_rows, &stride_y));
   }
-  if (n > INT32_MAX) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "softmax: rows of %lld elements are too long", (long long)n);
+  /* the looping kernel forms 32-bit offsets up to two steps (of at most 16384) past the row's end */
+  if (n > MAX_ROW)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: rows of %lld elements are too long; at most %lld are supported",
+                   op, (long long)n, (long long)MAX_ROW);
   XO_TRY(xo_require_key(&xk_softmax_kernel, XK_SOFTMAX_KERNEL_KEY_T, x->dtype, "softmax: dtype"));
   if (rows == 0) return XOPSAOT_SUCCESS;
   xk_softmax_kernel_args args = {.X = x->data, .Y = out->data, .stride_x = stride_x, .stride_y = stride_y,
