@@ -230,12 +230,13 @@ XOPSAOT_API xopsaot_status xopsaot_activation(const xopsaot_tensor *x, const xop
 XOPSAOT_API xopsaot_status xopsaot_gated_activation(const xopsaot_tensor *x, const xopsaot_tensor *out, int act,
                                                     void *stream);
 
-/* Softmax over the last dim (any length). x and out: (rows..., n) with a contiguous last dim. */
+/* Softmax over the last dim (n up to 2^31 - 65536). x and out: (rows..., n) with a contiguous last dim. */
 XOPSAOT_API xopsaot_status xopsaot_softmax(const xopsaot_tensor *x, const xopsaot_tensor *out, void *stream);
 
 /* The softmax family over the last dim, computed in float32: softmax and log_softmax write out of x's shape
  * (rows..., n with a contiguous last dim); logsumexp writes one value per row to a contiguous out of shape
- * (rows...) or (rows..., 1), -inf for rows of no elements or all -inf. */
+ * (rows...) or (rows..., 1), -inf for rows of no elements or all -inf. Rows hold at most 2^31 - 65536 elements
+ * (the looping kernel's 32-bit offsets reach two steps past a row's end); longer is XOPSAOT_ERROR_INVALID_ARGUMENT. */
 typedef enum { XOPSAOT_SOFTMAX = 0, XOPSAOT_LOG_SOFTMAX = 1, XOPSAOT_LOGSUMEXP = 2 } xopsaot_softmax_kind;
 XOPSAOT_API xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_tensor *out, int kind,
                                                   void *stream);

@@ -59,8 +59,8 @@ def softmax_kernel(
         x_next = tl.load(X + cols, mask=cols < n_cols, other=-float("inf"))
         for start in range(0, n_cols, BLOCK_N):
             x = x_next
-            c = start + BLOCK_N + cols
-            x_next = tl.load(X + c, mask=c < n_cols, other=-float("inf"))
+            ahead = start + BLOCK_N + cols
+            x_next = tl.load(X + ahead, mask=ahead < n_cols, other=-float("inf"))
             m, s = online_lse_step(m, s, x.to(tl.float32))
         safe = tl.where(m == -float("inf"), 0.0, m)
         total = tl.sum(s, axis=0)
@@ -73,8 +73,8 @@ def softmax_kernel(
             x_next = tl.load(X + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_first")
             for start in range(0, n_cols, BLOCK_N):
                 x = x_next.to(tl.float32)
-                c = start + BLOCK_N + cols
-                x_next = tl.load(X + c, mask=c < n_cols, other=-float("inf"), eviction_policy="evict_first")
+                ahead = start + BLOCK_N + cols
+                x_next = tl.load(X + ahead, mask=ahead < n_cols, other=-float("inf"), eviction_policy="evict_first")
                 c = start + cols
                 if mode == 0:
                     y = tl.exp(x - safe) / total

@@ -1,5 +1,5 @@
-"""The softmax family over one dim, any length along it: softmax, log_softmax and logsumexp (torch's names and
-results), computed in float32 by one kernel."""
+"""The softmax family over one dim, any length along it (on the GPU up to 2^31 - 65536 elements, a ValueError past
+that): softmax, log_softmax and logsumexp (torch's names and results), computed in float32 by one kernel."""
 
 from __future__ import annotations
 
