@@ -184,20 +184,39 @@ def _store_group(Y, W, B, c, mask, x_hat, channel, has_weight, has_bias, EVICTIO
 
 @triton.jit
 def _write_chunk(X, Y, W, B, start, end, shift, mean_shifted, rstd, first_channel, spatial, has_weight, has_bias,
-                 BLOCK_N: tl.constexpr, EVICTION: tl.constexpr):  # fmt: skip
+                 backward, BLOCK_N: tl.constexpr, EVICTION: tl.constexpr):  # fmt: skip
     """The normalized elements [start, end) of a group. The callers pass a spatial size that is a multiple of 16 as
     (spatial // 16) * 16: the compiler then knows its divisibility, and with it that a channel holds runs of 16
     elements, which the gathers of the weight and bias and the division gain from: in the wheel 1.83 against 1.48
     TB/s on 64 x 64 maps, 2.52 against 2.01 on 16 x 16 (bf16, H100: benchmarks/results/h100-2026-11-22-norms.md;
     the JIT, which specializes such sizes, was at 1.83 and 2.64 already: benchmarks/experiments/group_norm_split.py).
-    EVICTION: the L2 policy of its reads of x (their last) and its writes (GROUP_EVICT_FIRST)."""
+    EVICTION: the L2 policy of its reads of x (their last) and its writes (GROUP_EVICT_FIRST).
+
+    `backward` (a split group's chunk) takes the steps from the chunk's end to its start: the sums' launch read the
+    end last, so more of what this pass reads first is still in L2. H100, bf16, wheel A/B (wheel_ab.py group_norm,
+    h100-2026-11-24-experiments.md): 2 x 512 x 128 x 128 1.83 -> 1.98 TB/s, 4 x 512 x 128 x 128 1.64 -> 1.81,
+    2 x 128 x 256 x 256 1.84-1.85 -> 1.98, 8 x 320 x 64 x 64 2.31-2.32 -> 2.34. An unsplit group's second pass, right
+    after its first, lost 20% backward at 12 x 256 x 64 x 64 (2.78-2.95 -> 2.25-2.31), so it keeps going forward."""
     cols = tl.arange(0, BLOCK_N)
-    for off in range(start, end, BLOCK_N):
-        c = off + cols
-        mask = c < end
-        x = tl.load(X + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
-        x_hat = (x - shift - mean_shifted) * rstd  # x - shift is exact; the mean itself may round
-        _store_group(Y, W, B, c, mask, x_hat, first_channel + c // spatial, has_weight, has_bias, EVICTION)
+    if backward:
+        steps = tl.cdiv(end - start, BLOCK_N)
+        for i in range(0, steps):
+            _write_step(X, Y, W, B, start + (steps - 1 - i) * BLOCK_N + cols, end, shift, mean_shifted, rstd,
+                        first_channel, spatial, has_weight, has_bias, EVICTION)  # fmt: skip
+    else:
+        for off in range(start, end, BLOCK_N):
+            _write_step(X, Y, W, B, off + cols, end, shift, mean_shifted, rstd, first_channel, spatial, has_weight,
+                        has_bias, EVICTION)  # fmt: skip
+
+
+@triton.jit
+def _write_step(X, Y, W, B, c, end, shift, mean_shifted, rstd, first_channel, spatial, has_weight, has_bias,
+                EVICTION: tl.constexpr):  # fmt: skip
+    """The normalized elements c (those before end) of a group."""
+    mask = c < end
+    x = tl.load(X + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
+    x_hat = (x - shift - mean_shifted) * rstd  # x - shift is exact; the mean itself may round
+    _store_group(Y, W, B, c, mask, x_hat, first_channel + c // spatial, has_weight, has_bias, EVICTION)
 
 
 # The most programs a group is split over (csrc/ops/norm.c holds the same number).
@@ -297,10 +316,10 @@ def group_norm_kernel(
         end = start + tl.minimum(chunk, n - start)  # no 32-bit overflow past n
         if spatial % 16 == 0:
             _write_chunk(X, Y, W, B, start, end, shift, mean_shifted, rstd, first_channel, (spatial // 16) * 16,
-                         has_weight, has_bias, BLOCK_N, "evict_first" if EVICT_FIRST else "")  # fmt: skip
+                         has_weight, has_bias, splits > 1, BLOCK_N, "evict_first" if EVICT_FIRST else "")  # fmt: skip
         else:
             _write_chunk(X, Y, W, B, start, end, shift, mean_shifted, rstd, first_channel, spatial, has_weight,
-                         has_bias, BLOCK_N, "evict_first" if EVICT_FIRST else "")  # fmt: skip
+                         has_bias, splits > 1, BLOCK_N, "evict_first" if EVICT_FIRST else "")  # fmt: skip
 
 
 # Long groups that run unsplit, 3 or more programs per multiprocessor: each step of the two passes reads 8192

@@ -124,6 +124,7 @@ GROUP_CASES = [  # shape, groups
     ((300, 2, 9000), 1),  # 300 groups of 18000: 2 or more per multiprocessor, so not split
     ((300, 2, 9008), 1),  # the same with a spatial size that is a multiple of 16 (the kernel's branch for those)
     ((300, 1, 9001), 1),  # the same, not aligned
+    ((64, 2, 20_000), 1),  # on an H100, 64 groups of 40000 split in chunks of 8192: two steps each, walked backward
     ((1, 2, 2048), 1),  # 4096 per group
     ((1, 3, 2730), 3),  # 2730: the 4096 block, not aligned
     ((1, 4, 2048), 1),  # 8192

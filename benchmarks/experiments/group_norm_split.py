@@ -54,18 +54,24 @@ def launch(x, w, b, y, partials, groups: int, splits: int, kernels=(group_norm_s
     return used
 
 
+def operands(shape, groups: int):
+    """bf16 x (mean 3) with its weight and bias, an output, a partials workspace for up to 64 splits, the bytes
+    counted (x read and y written once) and the float64 result."""
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 2 + 3
+    w, b = (torch.randn(shape[1], device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    y = torch.empty_like(x)
+    partials = torch.empty(shape[0] * groups * 64 * 2, device="cuda", dtype=torch.float32)
+    want = F.group_norm(x.double(), groups, w.double(), b.double())
+    return x, w, b, y, partials, 2 * x.numel() * 2, want
+
+
 def main() -> None:
     warm_up_gpu()
     print(f"copy {copy_bandwidth():.2f} TB/s, {SMS} SMs")
     print("shape / groups", "rows", "eager", *[f"splits {s}" for s in SPLITS], "C's rule: as aot", "spatial hinted",
           sep="\t")  # fmt: skip
     for shape, groups in SHAPES:
-        x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 2 + 3
-        w, b = (torch.randn(shape[1], device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        y = torch.empty_like(x)
-        partials = torch.empty(shape[0] * groups * 64 * 2, device="cuda", dtype=torch.float32)
-        nbytes = 2 * x.numel() * 2
-        want = F.group_norm(x.double(), groups, w.double(), b.double())
+        x, w, b, y, partials, nbytes, want = operands(shape, groups)
         cells = [f"{nbytes / bench_queued(lambda: F.group_norm(x, groups, w, b)) / 1e9:.2f}"]
         for s in SPLITS:
             y.fill_(float("nan"))

@@ -1,12 +1,12 @@
 """A/B timing of the installed wheel, bf16, one JSON line per op and shape with torch eager's figure in the same
-process: TB/s (each full-size tensor read or written once; cross entropy: the logits read once) or TFLOP/s
-(linear). Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu
-and gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
-8192^3), group_norm (the shapes of benchmarks/norms.py, then long unsplit groups), long_rows (softmax, log_softmax,
-rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax, log_softmax and logsumexp on rows of
-50k-128k), rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on rows held whole, bf16
-and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first and last dims); all of
-them when none is named.
+process: TB/s (each full-size tensor read or written once; cross entropy: the logits read once) or TFLOP/s (linear).
+Run once per installed build to compare them (PYTHONPATH=/tmp/old, then /tmp/new). Groups: gelu (gelu and
+gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), linear (bias, gelu, residual at
+8192^3), group_norm (the shapes of benchmarks/norms.py, long unsplit groups, split ones, more unsplit), long_rows
+(softmax, log_softmax, rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax, log_softmax and
+logsumexp on rows of 50k-128k), rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on
+rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first
+and last dims); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -79,6 +79,8 @@ def linear(label: str) -> None:
 def group_norm(label: str) -> None:
     shapes = [((16, 256, 64, 64), 32), ((64, 512, 16, 16), 32), ((2, 512, 128, 128), 32)]
     shapes += [((32, 256, 64, 64), 32), ((16, 512, 64, 64), 32), ((12, 256, 64, 64), 32)]  # long groups, unsplit
+    shapes += [((4, 512, 128, 128), 32), ((8, 320, 64, 64), 32), ((2, 128, 256, 256), 32)]  # split
+    shapes += [((20, 256, 64, 64), 32), ((24, 256, 64, 64), 32)]  # unsplit, 640 and 768 groups
     for shape, groups in shapes:
         x, w, b = randn(*shape), randn(shape[1]), randn(shape[1])
         nbytes = 2 * x.numel() * x.element_size()
