@@ -367,14 +367,14 @@ def _strided_operand(P, outer, i2, cols, s2, s3, mask, scalar, fs, is_, UNIT: tl
 @triton.jit
 def _strided_tile(
     X, Y, OUT, rest, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2, so3,
-    op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, UNIT: tl.constexpr, ALIGNED: tl.constexpr,
+    op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, UNIT: tl.constexpr, ALIGNED: tl.constexpr, OPS: tl.constexpr,
 ):  # fmt: skip
     """The tile of rows (rest, i2) = divmod(row, d2), a scalar rest or one per row."""
     x_outer = (rest // d1) * sx0 + (rest % d1) * sx1
     x = _strided_operand(X, x_outer, i2, cols, sx2, sx3, mask, scalar_x, fs, is_, UNIT, ALIGNED)
     y_outer = (rest // d1) * sy0 + (rest % d1) * sy1
     y = _strided_operand(Y, y_outer, i2, cols, sy2, sy3, mask, scalar_y, fs, is_, UNIT, ALIGNED)
-    r = _apply(x, y, op, fa, fb, ia, ib, OUT.dtype.element_ty == tl.int1, 0).to(OUT.dtype.element_ty)
+    r = _apply(x, y, op, fa, fb, ia, ib, OUT.dtype.element_ty == tl.int1, OPS).to(OUT.dtype.element_ty)
     out_off = (rest // d1) * so0 + (rest % d1) * so1 + i2 * so2
     if UNIT and so3 == 1:
         out_ptrs = OUT + out_off[:, None] + cols[None, :]
@@ -390,12 +390,14 @@ def elementwise_strided_kernel(
     X, Y, OUT, n_rows, d1, d2, d3, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2, so3,
     op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_,
     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, TILED: tl.constexpr, ALIGNED: tl.constexpr, PDL: tl.constexpr = False,
+    OPS: tl.constexpr = 0,
 ):  # fmt: skip
     """out[i0, i1, i2, i3] = f(x[...], y[...]) over dims (n_rows / (d1 d2), d1, d2, d3) with any strides (0 for a
     broadcast dim); scalar_x / scalar_y: that operand is the scalar argument instead. TILED: compile the path for
     tiles within one run of dim 2 (not for the narrow config of short rows, to keep its compile time). ALIGNED:
     only that path, for launches the C side found aligned (its `aligned` argument: d2 a multiple of BLOCK_R, d3 of
-    16, 16-byte aligned pointers and strides multiples of 16 but for a unit one in dim 2 or 3)."""
+    16, 16-byte aligned pointers and strides multiples of 16 but for a unit one in dim 2 or 3). OPS: the ops whose
+    code is compiled, as _apply's (0 every op)."""
     wait_for_predecessor(PDL)
     tiles_c = tl.cdiv(d3, BLOCK_C)
     pid = tl.program_id(0).to(tl.int64)
@@ -408,7 +410,7 @@ def elementwise_strided_kernel(
         mask = tl.broadcast_to((cols < (d3 // 16) * 16)[None, :], (BLOCK_R, BLOCK_C))
         i2 = tl.multiple_of(row0 % d2, BLOCK_R) + tl.arange(0, BLOCK_R)
         _strided_tile(X, Y, OUT, row0 // d2, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1, so2,
-                      so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, True, True)  # fmt: skip
+                      so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, True, True, OPS)  # fmt: skip
     else:
         mask = (rows[:, None] < n_rows) & (cols[None, :] < d3)
         if TILED and d2 % BLOCK_R == 0:
@@ -416,11 +418,11 @@ def elementwise_strided_kernel(
             # dim 2, whose contiguity the compiler then sees (a transposed operand's loads coalesce)
             i2 = tl.multiple_of(row0 % d2, BLOCK_R) + tl.arange(0, BLOCK_R)
             _strided_tile(X, Y, OUT, row0 // d2, i2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2, sy3, so0, so1,
-                          so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, True, False)  # fmt: skip
+                          so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, True, False, OPS)  # fmt: skip
         else:
             _strided_tile(X, Y, OUT, rows // d2, rows % d2, cols, mask, d1, sx0, sx1, sx2, sx3, sy0, sy1, sy2,
                           sy3, so0, so1, so2, so3, op, scalar_x, scalar_y, fa, fb, ia, ib, fs, is_, False,
-                          False)  # fmt: skip
+                          False, OPS)  # fmt: skip
 
 
 # Input dtype T -> output dtypes O: its own, and bool for the comparisons (bool inputs only have bool).
@@ -455,14 +457,24 @@ def flat_combos(values) -> bool:
 def strided_configs(target, keys) -> list[Config]:
     """A tall aligned tile where the launch allows it, so a transposed operand's reads span 128 elements, 16 bytes at
     a time (benchmarks/experiments/strided_transpose.py): for floating-point ops with their own output dtype only,
-    the common case, as the strided kernel's variants are the build's slowest after attention's."""
+    the common case, as the strided kernel's variants are the build's slowest after attention's. That tile also has
+    a variant with the light ops' code alone (OPS 1: add, sub, mul, min, max, neg, abs, clamp), the C side's `light`:
+    every op's code cost the tile 16-18% (H100, bf16, x.T + y through the JIT as the wheel launches it: 4096 x 4096
+    2.17 -> 2.59 TB/s, 16384 x 8192 2.39 -> 2.92; torch.compile 2.70 and 2.90). In the wheel (wheel_ab.py strided,
+    h100-2026-11-24-experiments.md): x.T + y 2.16-2.18 -> 2.61 at 4096 x 4096, 2.38-2.40 -> 2.92-2.93 at 8192 x
+    16384 and 16384 x 8192; x * y with x's heads permuted, 32 x 4096 x 128, 2.23 -> 2.65."""
     aligned = "aligned && d3 >= 32 && d2 % 128 == 0"
-    tall = [Config({"BLOCK_R": 128, "BLOCK_C": 32, "TILED": True, "ALIGNED": True}, num_warps=4, when=aligned)]
+    tall = {"BLOCK_R": 128, "BLOCK_C": 32, "TILED": True, "ALIGNED": True}
+    tall = [
+        Config({**tall, "OPS": 1}, num_warps=4, when=f"{aligned} && light"),
+        Config({**tall, "OPS": 0}, num_warps=4, when=aligned),
+    ]
     floating = keys["T"] == keys["O"] and keys["T"] in ("fp16", "bf16", "fp32")
     return (tall if floating else []) + [
-        Config({"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True, "ALIGNED": False}, num_warps=4, when="d3 >= 64"),
-        Config({"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False, "ALIGNED": False}, num_warps=4),
-    ]
+        Config({"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True, "ALIGNED": False, "OPS": 0}, num_warps=4,
+               when="d3 >= 64"),
+        Config({"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False, "ALIGNED": False, "OPS": 0}, num_warps=4),
+    ]  # fmt: skip
 
 
 SCALARS = [f32("fa"), f32("fb"), i64("ia"), i64("ib"), f32("fs"), i64("is_")]
@@ -506,7 +518,7 @@ KERNELS = [
         keys={"T": TYPES, "O": TYPES},
         combos=type_pairs,
         grid=["cdiv(n_rows, BLOCK_R) * cdiv(d3, BLOCK_C)", "1", "1"],
-        grid_args=[i32("aligned")],
+        grid_args=[i32("aligned"), i32("light")],
         configs=strided_configs,
     ),
 ]

@@ -214,8 +214,9 @@ def test_elementwise_flat_kernel_modes(fake_driver):
 @needs_sm90
 def test_elementwise_strided_kernel_and_host_loop(fake_driver):
     """Unaligned pointers and general strides take the strided kernel: the wide tile for long rows, the tall aligned
-    one for floating-point rows in runs of 128 whose pointers and strides are aligned, the narrow one for short rows;
-    more than 4 merged dims loop over the leading ones on the host."""
+    one for floating-point rows in runs of 128 whose pointers and strides are aligned (the light ops' own variant
+    of it, OPS 1, for add; every op's for div), the narrow one for short rows; more than 4 merged dims loop over the
+    leading ones on the host."""
     r = scenario(
         fake_driver,
         ELEMENTWISE_PRELUDE
@@ -231,6 +232,8 @@ def test_elementwise_strided_kernel_and_host_loop(fake_driver):
             ew(0, tensor((128, 64), dtype, x_ptr, strides=(1, x_stride)), tensor((128, 64), dtype, {B}),
                tensor((128, 64), dtype, {C}), alpha=1.0)
         tall("float32", {A}, 128)
+        ew(2, tensor((128, 64), "float32", {A}, strides=(1, 128)), tensor((128, 64), "float32", {B}),
+           tensor((128, 64), "float32", {C}))  # x.T / y: not a light op
         tall("float32", {A} + 4, 128)  # x's pointer not 16-byte aligned
         tall("float32", {A}, 136)      # x's stride not a multiple of 16
         tall("int32", {A}, 128)        # the tall tile is for floating point only
@@ -241,17 +244,20 @@ def test_elementwise_strided_kernel_and_host_loop(fake_driver):
         emit(launches=launches()[:first], looped=launches()[first:])
     """,
     )
-    unaligned, transposed, wide, tall, *not_tall = r["launches"]
+    unaligned, transposed, wide, tall, tall_div, *not_tall = r["launches"]
     args = decode(unaligned["params"], "elementwise_strided_kernel")
     # X, Y, OUT, n_rows, d1, d2, d3, sx0..3, sy0..3, so0..3
     assert args[:19] == [A + 2, B, C, 1, 1, 1, 1000, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]
-    narrow = {"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True, "ALIGNED": False}
+    narrow = {"BLOCK_R": 16, "BLOCK_C": 128, "TILED": True, "ALIGNED": False, "OPS": 0}
     assert unaligned["variant"]["constexprs"] == narrow
     args = decode(transposed["params"], "elementwise_strided_kernel")
     assert args[3:19] == [64, 1, 64, 32, 0, 0, 1, 64, 0, 0, 32, 1, 0, 0, 32, 1]
-    assert transposed["variant"]["constexprs"] == {"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False, "ALIGNED": False}
+    assert transposed["variant"]["constexprs"] == {"BLOCK_R": 256, "BLOCK_C": 8, "TILED": False, "ALIGNED": False,
+                                                   "OPS": 0}  # fmt: skip
     assert wide["variant"]["constexprs"] == narrow  # runs of 64 rows: not the tall tile's 128
-    assert tall["variant"]["constexprs"] == {"BLOCK_R": 128, "BLOCK_C": 32, "TILED": True, "ALIGNED": True}
+    tile = {"BLOCK_R": 128, "BLOCK_C": 32, "TILED": True, "ALIGNED": True}
+    assert tall["variant"]["constexprs"] == {**tile, "OPS": 1}
+    assert tall_div["variant"]["constexprs"] == {**tile, "OPS": 0} and tall_div["grid"] == [2, 1, 1]
     assert tall["grid"] == [2, 1, 1]
     assert decode(tall["params"], "elementwise_strided_kernel")[3:19] == [128, 1, 128, 64, 0, 0, 1, 128, 0, 0, 64, 1,
                                                                           0, 0, 64, 1]  # fmt: skip

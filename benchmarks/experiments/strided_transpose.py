@@ -26,25 +26,29 @@ STRIDES = [f"s{t}{d}" for t in "xyo" for d in range(4)]
 AS_AOT = triton.jit(
     elementwise_strided_kernel.fn, do_not_specialize=["X", "Y", "OUT", "n_rows", "d1", "d2", "d3", *STRIDES]
 )
-TILES = [
-    (16, 128, 4, False),
-    (64, 64, 4, False),
-    (128, 32, 4, False),
-    (64, 64, 4, True),
-    (128, 32, 4, True),
-    (128, 32, 8, True),
-    (256, 16, 4, True),
-    (128, 64, 8, True),
+TILES = [  # (BLOCK_R, BLOCK_C, warps, ALIGNED, OPS: 0 every op's code, 1 the light ops' only)
+    (16, 128, 4, False, 0),
+    (64, 64, 4, False, 0),
+    (128, 32, 4, False, 0),
+    (64, 64, 4, True, 0),
+    (128, 32, 4, True, 0),
+    (128, 32, 8, True, 0),
+    (256, 16, 4, True, 0),
+    (128, 64, 8, True, 0),
+    (128, 32, 4, True, 1),
+    (64, 64, 4, True, 1),
+    (64, 64, 8, True, 1),
+    (128, 64, 8, True, 1),
 ]
 
 
 def launch(kernel, xt, y, out, tile):
-    br, bc, warps, aligned = tile
+    br, bc, warps, aligned, ops = tile
     m, n = out.shape
     strides = [0, 0, *xt.stride(), 0, 0, *y.stride(), 0, 0, *out.stride()]
     grid = (triton.cdiv(m, br) * triton.cdiv(n, bc),)
     kernel[grid](xt, y, out, m, 1, m, n, *strides, 0, 0, 0, 1.0, 0.0, 0, 0, 0.0, 0, BLOCK_R=br, BLOCK_C=bc, TILED=True,
-                 ALIGNED=aligned, num_warps=warps)  # fmt: skip
+                 ALIGNED=aligned, OPS=ops, num_warps=warps)  # fmt: skip
 
 
 def main() -> None:
@@ -54,7 +58,7 @@ def main() -> None:
         "shape",
         "eager",
         "compile",
-        *[f"{r}x{c}/{w}{' al' if a else ''} jit | as aot" for r, c, w, a in TILES],
+        *[f"{r}x{c}/{w}{' al' if a else ''}{' light' if o else ''} jit | as aot" for r, c, w, a, o in TILES],
         sep="\t",
     )
     compiled = torch.compile(torch.add, dynamic=False)

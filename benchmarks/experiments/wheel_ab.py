@@ -6,7 +6,7 @@ gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), li
 (softmax, log_softmax, rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax, log_softmax and
 logsumexp on rows of 50k-128k), rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on
 rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first
-and last dims); all of them when none is named.
+and last dims), strided (x.T + y, and x * y with x's heads permuted); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -169,12 +169,27 @@ def scans(label: str) -> None:
                 line(label, f"logcumsumexp dim {dim}", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
 
 
+def strided(label: str) -> None:
+    for m, n in ((4096, 4096), (8192, 16384), (16384, 8192)):
+        x, y = randn(n, m), randn(m, n)
+        nbytes = 3 * x.numel() * x.element_size()
+        ours = bench_queued(lambda: xopsaot.add(x.t(), y))
+        eager = bench_queued(lambda: torch.add(x.t(), y))
+        line(label, "add, transposed x", (m, n), "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+    x, y = randn(4096, 32, 128), randn(32, 4096, 128)
+    nbytes = 3 * x.numel() * x.element_size()
+    ours = bench_queued(lambda: xopsaot.mul(x.permute(1, 0, 2), y))
+    eager = bench_queued(lambda: torch.mul(x.permute(1, 0, 2), y))
+    line(label, "mul, heads permuted", (32, 4096, 128), "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+
+
 GROUPS = {"gelu": gelu, "others": others, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
 GROUPS["long_rows"] = long_rows
 GROUPS["vocab_rows"] = vocab_rows
 GROUPS["rotary"] = rotary
 GROUPS["scans"] = scans
 GROUPS["held_rows"] = held_rows
+GROUPS["strided"] = strided
 
 
 def main() -> None:

@@ -256,7 +256,8 @@ static xopsaot_status launch_strided(const layout *l, const void *data[OPERANDS]
       .sy0 = stride[Y][0], .sy1 = stride[Y][1], .sy2 = stride[Y][2], .sy3 = stride[Y][3],
       .so0 = stride[OUT][0], .so1 = stride[OUT][1], .so2 = stride[OUT][2], .so3 = stride[OUT][3],
       .op = op, .scalar_x = l->scalar[X], .scalar_y = l->scalar[Y],
-      .fa = sc->fa, .fb = sc->fb, .ia = sc->ia, .ib = sc->ib, .fs = sc->fs, .is_ = sc->is};
+      .fa = sc->fa, .fb = sc->fb, .ia = sc->ia, .ib = sc->ib, .fs = sc->fs, .is_ = sc->is,
+      .light = keys->OPS == 1}; /* the tall tile has a variant with the light ops' code alone */
   const xk_elementwise_strided_kernel_keys skeys = {keys->T, keys->O};
   const int aligned_strides = strides_aligned(stride, shape[3], l->scalar);
   int64_t index[XOPSAOT_MAX_NDIM] = {0};
