@@ -464,10 +464,10 @@ def strided_configs(target, keys) -> list[Config]:
     h100-2026-11-24-experiments.md): x.T + y 2.16-2.18 -> 2.61 at 4096 x 4096, 2.38-2.40 -> 2.92-2.93 at 8192 x
     16384 and 16384 x 8192; x * y with x's heads permuted, 32 x 4096 x 128, 2.23 -> 2.65."""
     aligned = "aligned && d3 >= 32 && d2 % 128 == 0"
-    tall = {"BLOCK_R": 128, "BLOCK_C": 32, "TILED": True, "ALIGNED": True}
+    tile = {"BLOCK_R": 128, "BLOCK_C": 32, "TILED": True, "ALIGNED": True}
     tall = [
-        Config({**tall, "OPS": 1}, num_warps=4, when=f"{aligned} && light"),
-        Config({**tall, "OPS": 0}, num_warps=4, when=aligned),
+        Config({**tile, "OPS": 1}, num_warps=4, when=f"{aligned} && light"),
+        Config({**tile, "OPS": 0}, num_warps=4, when=aligned),
     ]
     floating = keys["T"] == keys["O"] and keys["T"] in ("fp16", "bf16", "fp32")
     return (tall if floating else []) + [
