@@ -256,6 +256,23 @@ def group_norm_stats_kernel(X, Partials, n_elems, chunk, BLOCK_N: tl.constexpr, 
 
 
 @triton.jit
+def _group_moments(X, Partials, row, n, splits, eps, BLOCK_N: tl.constexpr):
+    """A looping group's shift (its first element), mean of x - shift and 1 / sqrt(var + eps): from its sums, or
+    with `splits` > 1 from the chunks' sums in Partials[row] (added in a fixed order)."""
+    shift = tl.load(X).to(tl.float32)
+    if splits == 1:
+        sums, squares = _shifted_sums(X, 0, n, shift, BLOCK_N)
+    else:
+        p = tl.arange(0, GROUP_NORM_MAX_SPLITS)
+        mine = Partials + row * splits * 2 + p * 2
+        sums = tl.sum(tl.load(mine, mask=p < splits, other=0.0), axis=0)
+        squares = tl.sum(tl.load(mine + 1, mask=p < splits, other=0.0), axis=0)
+    mean_shifted = sums / n
+    rstd = tl.rsqrt(tl.maximum(squares / n - mean_shifted * mean_shifted, 0.0) + eps)
+    return shift, mean_shifted, rstd
+
+
+@triton.jit
 def group_norm_kernel(
     X,
     W,
@@ -302,16 +319,7 @@ def group_norm_kernel(
         n = n_elems.to(tl.int32)
         split = tl.program_id(1)
         splits = tl.num_programs(1)
-        shift = tl.load(X).to(tl.float32)
-        if splits == 1:
-            sums, squares = _shifted_sums(X, 0, n, shift, BLOCK_N)
-        else:
-            p = tl.arange(0, GROUP_NORM_MAX_SPLITS)
-            mine = Partials + row * splits * 2 + p * 2
-            sums = tl.sum(tl.load(mine, mask=p < splits, other=0.0), axis=0)
-            squares = tl.sum(tl.load(mine + 1, mask=p < splits, other=0.0), axis=0)
-        mean_shifted = sums / n
-        rstd = tl.rsqrt(tl.maximum(squares / n - mean_shifted * mean_shifted, 0.0) + eps)
+        shift, mean_shifted, rstd = _group_moments(X, Partials, row, n, splits, eps, BLOCK_N)
         start = split * chunk
         end = start + tl.minimum(chunk, n - start)  # no 32-bit overflow past n
         if spatial % 16 == 0:

@@ -1,8 +1,8 @@
 """group_norm's two-read paths with their second read of x walked in reverse, through Triton's JIT as the wheel
 launches them (only n_elems and chunk specialized): the split path's normalizing launch taking groups and chunks
 from the last to the first (the stats launch read the last ones most recently, so they are likelier still in L2),
-and an unsplit program's second pass taking its steps from the group's end. A copy of the shipped loop
-(kernels_src/norm.py group_norm_kernel, LOOP=True) with the two switches; TB/s counting x read and y written once,
+and an unsplit program's second pass taking its steps from the group's end. The shipped loop (kernels_src/norm.py
+group_norm_kernel, LOOP=True, from its helpers) with the two switches; TB/s counting x read and y written once,
 in one run with torch eager and the copy bandwidth; every result is checked against float64 first.
 
     python3 benchmarks/experiments/group_norm_reverse.py
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from group_norm_split import operands  # noqa: E402
 from run import bench_queued, copy_bandwidth, warm_up_gpu  # noqa: E402
 
-from kernels_src.norm import _shifted_sums, _store_group, group_norm_stats_kernel  # noqa: E402
+from kernels_src.norm import _group_moments, _write_step, group_norm_stats_kernel  # noqa: E402
 
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
 
@@ -33,14 +33,9 @@ def _write_steps(X, Y, W, B, start, end, shift, mean_shifted, rstd, first_channe
     cols = tl.arange(0, BLOCK_N)
     steps = tl.cdiv(end - start, BLOCK_N)
     for i in range(0, steps):
-        if REVERSE:
-            c = start + (steps - 1 - i) * BLOCK_N + cols
-        else:
-            c = start + i * BLOCK_N + cols
-        mask = c < end
-        x = tl.load(X + c, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
-        x_hat = (x - shift - mean_shifted) * rstd
-        _store_group(Y, W, B, c, mask, x_hat, first_channel + c // spatial, has_weight, has_bias, EVICTION)
+        step = steps - 1 - i if REVERSE else i
+        _write_step(X, Y, W, B, start + step * BLOCK_N + cols, end, shift, mean_shifted, rstd, first_channel, spatial,
+                    has_weight, has_bias, EVICTION)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["spatial", "channels_per_group", "groups", "has_weight", "has_bias"])
@@ -58,16 +53,7 @@ def loop_kernel(X, W, B, Y, Partials, n_elems, chunk, spatial, channels_per_grou
     X += row * n_elems
     Y += row * n_elems
     n = n_elems.to(tl.int32)
-    shift = tl.load(X).to(tl.float32)
-    if splits == 1:
-        sums, squares = _shifted_sums(X, 0, n, shift, BLOCK_N)
-    else:
-        p = tl.arange(0, 64)
-        mine = Partials + row * splits * 2 + p * 2
-        sums = tl.sum(tl.load(mine, mask=p < splits, other=0.0), axis=0)
-        squares = tl.sum(tl.load(mine + 1, mask=p < splits, other=0.0), axis=0)
-    mean_shifted = sums / n
-    rstd = tl.rsqrt(tl.maximum(squares / n - mean_shifted * mean_shifted, 0.0) + eps)
+    shift, mean_shifted, rstd = _group_moments(X, Partials, row, n, splits, eps, BLOCK_N)
     start = split * chunk
     end = start + tl.minimum(chunk, n - start)
     if spatial % 16 == 0:
