@@ -31,6 +31,37 @@ DTYPE_NAMES = {
 }
 C_TYPES = {"i32": ("int32_t", "XO_ARG_I32"), "i64": ("int64_t", "XO_ARG_I64"), "fp32": ("float", "XO_ARG_F32")}
 ALIGN = 128
+# Triton's tensordesc_meta numbers element types as the device's tensormap instructions do; cuTensorMapEncodeTiled
+# takes CUtensorMapDataType, which differs at three values (bf16 is 10 on the device, 9 on the host).
+TMA_HOST_DTYPE = {8: 10, 9: 8, 10: 9}
+
+
+def c_type(arg) -> str:
+    if arg.is_descriptor:
+        return "xo_tma_desc "
+    return "void *" if arg.is_pointer else C_TYPES[arg.type][0] + " "
+
+
+def arg_kind(arg) -> str:
+    if arg.is_descriptor:
+        return "XO_ARG_TMA"
+    return "XO_ARG_PTR" if arg.is_pointer else C_TYPES[arg.type][1]
+
+
+def tma_table(kernel: Kernel, symbol: str, md: dict) -> list[str]:
+    """The variant's xo_tma_meta rows, one per descriptor argument, from its compiled metadata."""
+    descriptors = [a for a in kernel.args if a.is_descriptor]
+    metas = md.get("tensordesc_meta") or []
+    if len(metas) != len(descriptors):
+        raise ValueError(f"{kernel.name}: {len(descriptors)} descriptor arguments, {len(metas)} in the metadata")
+    rows = []
+    for arg, m in zip(descriptors, metas):
+        if m.get("is_im2col") or m.get("fp4_padded") or len(m["block_size"]) != len(arg.block):
+            raise ValueError(f"{kernel.name}: descriptor {arg.name} is not a plain tiled one: {m}")
+        box = ", ".join(map(str, m["block_size"]))
+        elem = TMA_HOST_DTYPE.get(m["elem_type"], m["elem_type"])
+        rows.append(f"  {{{elem}, {m['elem_size']}, {m['swizzle']}, {len(m['block_size'])}, {{{box}}}}},")
+    return [f"static const xo_tma_meta {symbol}[] = {{", *rows, "};"]
 
 
 def write_if_changed(path: Path, data: bytes | str) -> None:
@@ -86,8 +117,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
         header.append(f"/* {name}: op {kernel.op} ({items[0].variant.source.name}) */")
         fields = []
         for arg in list(kernel.args) + list(kernel.grid_args):
-            ctype = "void *" if arg.is_pointer else C_TYPES[arg.type][0] + " "
-            fields.append(f"  {ctype}{arg.name};")
+            fields.append(f"  {c_type(arg)}{arg.name};")
         header += [f"typedef struct {k}_args {{", *fields, f"}} {k}_args;"]
         key_fields = [f"  int32_t {key};" for key in keys] or ["  int32_t unused_;"]
         header += [f"typedef struct {k}_keys {{", *key_fields, f"}} {k}_keys;"]
@@ -99,8 +129,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
         source.append(f"/* {name} */")
         arg_rows = []
         for arg in kernel.args:
-            kind = "XO_ARG_PTR" if arg.is_pointer else C_TYPES[arg.type][1]
-            arg_rows.append(f'  {{"{arg.name}", offsetof({k}_args, {arg.name}), {kind}, {arg.divisor}}},')
+            arg_rows.append(f'  {{"{arg.name}", offsetof({k}_args, {arg.name}), {arg_kind(arg)}, {arg.divisor}}},')
         source += [f"static const xo_arg {k}_argtab[] = {{", *arg_rows, "};"]
         source.append(f"static const char *const {k}_key_names[] = {{{', '.join(c_str(x) for x in keys) or '0'}}};")
         is_dtype = [str(int(x in kernel.dtype_axes())) for x in keys]
@@ -145,6 +174,10 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
             exact = int(v.target.backend == "cuda" and v.target.arch >= 90)
             arch_name = v.target.name + ("a" if exact else "")
             when = predicates.get(v.config.when, "NULL") if v.config.when else "NULL"
+            tma = "NULL"
+            if any(a.is_descriptor for a in kernel.args):
+                tma = f"{k}_tma{index - first}"
+                source += tma_table(kernel, tma, md)
             nk, nc = len(keys), len(consts)
             variant_rows.append(
                 "  {"
@@ -175,6 +208,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                         str(md.get("profile_scratch_align", 1)),
                         str(index),
                         str(primary),
+                        tma,
                     ]
                 )
                 + "},"
@@ -211,6 +245,10 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                             "size_per_program": md.get("profile_scratch_size", 0),
                             "align": md.get("profile_scratch_align", 1),
                         },
+                    ],
+                    "tma_descriptors": [  # what the launcher encodes for each host descriptor argument
+                        {"arg": a.name, **m}
+                        for a, m in zip((a for a in kernel.args if a.is_descriptor), md.get("tensordesc_meta") or [])
                     ],
                     "triton_version": triton_version(),
                     "assembler": md.get("tool", ""),
@@ -261,7 +299,16 @@ def kernel_entry(kernel: Kernel) -> dict:
     return {
         "name": kernel.name,
         "op": kernel.op,
-        "args": [{"name": a.name, "type": a.type, "aligned": a.aligned, "divisor": a.divisor} for a in kernel.args],
+        "args": [
+            {
+                "name": a.name,
+                "type": a.type,
+                "aligned": a.aligned,
+                "divisor": a.divisor,
+                **({"block": list(a.block)} if a.is_descriptor else {}),
+            }
+            for a in kernel.args
+        ],
         "grid_args": [a.name for a in kernel.grid_args],
         "keys": {k: list(v) for k, v in kernel.keys.items()},
         "grid": list(kernel.grid),

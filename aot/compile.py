@@ -36,6 +36,7 @@ METADATA_FIELDS = (
     "launch_cooperative_grid",
     "launch_pdl",
     "tmem_size",
+    "tensordesc_meta",  # per host TMA descriptor argument: element type, swizzle, box (what the launcher encodes)
 )
 
 

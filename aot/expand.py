@@ -56,10 +56,12 @@ class Variant:
         dtypes = dict(self.dtypes)
         types = {}
         for a in self.kernel.args:
-            base = a.type.lstrip("*")
-            star = "*" if a.is_pointer else ""
-            dtype = dtypes.get(base, base)
-            types[a.name] = star + TRITON_TYPES.get(dtype, dtype)
+            dtype = dtypes.get(a.base_type, a.base_type)
+            triton_type = TRITON_TYPES.get(dtype, dtype)
+            if a.is_descriptor:
+                types[a.name] = descriptor_type(triton_type, [self.constexprs.get(b, b) for b in a.block])
+            else:
+                types[a.name] = ("*" if a.is_pointer else "") + triton_type
         constexprs = self.compile_constexprs
         sig = {}
         for name in self.kernel.fn.arg_names:
@@ -89,6 +91,15 @@ class Variant:
         if self.aligned:
             parts.append("aligned")
         return "/".join(str(p) for p in parts)
+
+
+def descriptor_type(dtype: str, block: list[int]) -> str:
+    """The signature type of a host TMA descriptor argument: its box and the shared layout Triton picks for it."""
+    import triton.language as tl
+    from triton.experimental.gluon.language import NVMMASharedLayout
+
+    layout = NVMMASharedLayout.get_default_for(block, tl.str_to_ty(dtype, None))
+    return f"tensordesc<{dtype}[{','.join(map(str, block))}],{layout!r}>"
 
 
 def load_kernels(directory: Path) -> list[tuple[Path, Kernel]]:
@@ -133,6 +144,8 @@ def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Va
         for target in targets:
             if not kernel.targets(target):
                 continue
+            if any(a.is_descriptor for a in kernel.args) and not (target.backend == "cuda" and target.arch >= 90):
+                raise ValueError(f"{kernel.name}: host TMA descriptors need CUDA sm_90 or later, not {target}")
             axes = dtype_axes + const_axes
             for values in itertools.product(*(kernel.keys[a] for a in axes)):
                 key_values = dict(zip(axes, values))

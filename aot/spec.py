@@ -57,10 +57,23 @@ class Arg:
     type: str
     aligned: bool = False
     divisor: int = 16
+    block: tuple[Union[int, str], ...] = ()  # a descriptor's box: sizes or constexpr names
 
     @property
     def is_pointer(self) -> bool:
         return self.type.startswith("*")
+
+    @property
+    def is_descriptor(self) -> bool:
+        return self.type.startswith(DESCRIPTOR)
+
+    @property
+    def base_type(self) -> str:
+        """The scalar type or dtype axis, without the pointer or descriptor mark."""
+        return self.type[len(DESCRIPTOR) :] if self.is_descriptor else self.type.lstrip("*")
+
+
+DESCRIPTOR = "desc:"  # the type prefix of a host TMA descriptor argument (tensor_desc)
 
 
 def ptr(name: str, dtype: str, aligned: bool = True) -> Arg:
@@ -77,6 +90,14 @@ def i64(name: str, aligned: bool = False, divisor: int = 16) -> Arg:
 
 def f32(name: str) -> Arg:
     return Arg(name, "fp32")
+
+
+def tensor_desc(name: str, dtype: str, block: Sequence[Union[int, str]]) -> Arg:
+    """A TMA descriptor the launcher makes on the host (cuTensorMapEncodeTiled; CUDA sm_90 and later) and passes as
+    a kernel parameter, where a device-made one would cost each program a round trip to memory. The op fills an
+    xo_tma_desc (the tensor's base, shape and strides in elements, the last stride 1); `block` is the box each load
+    moves (sizes or constexpr names), whose shared layout Triton picks (NVMMASharedLayout.get_default_for)."""
+    return Arg(name, DESCRIPTOR + dtype, block=tuple(block))
 
 
 @dataclass(frozen=True)
@@ -168,7 +189,7 @@ class Kernel:
         return {a.name for a in list(self.args) + list(self.grid_args) if a.type in ("i32", "i64")}
 
     def dtype_axes(self) -> list[str]:
-        used = {a.type.lstrip("*") for a in self.args}
+        used = {a.base_type for a in self.args}
         return [k for k in self.keys if k in used]
 
     def constexpr_axes(self) -> list[str]:
@@ -192,7 +213,9 @@ class Kernel:
             if bad:
                 raise ValueError(f"{self.name}: dtype axis {axis} has unknown dtypes {bad}")
         for a in self.args:
-            base = a.type.lstrip("*")
+            base = a.base_type
+            if a.is_descriptor and (base not in self.keys or not a.block or a.aligned):
+                raise ValueError(f"{self.name}: descriptor {a.name} needs a dtype axis and a block, and no hint")
             if base not in SCALAR_TYPES + DTYPES and base not in self.keys:
                 raise ValueError(f"{self.name}: argument {a.name} has unknown type {a.type}")
             if a.name not in jit_names:

@@ -41,6 +41,11 @@ static struct {
   CUresult (*event_synchronize)(CUevent);
   CUresult (*event_elapsed_time)(float *, CUevent, CUevent);
   CUresult (*event_destroy)(CUevent);
+  CUresult (*driver_get_version)(int *);
+  CUresult (*tensor_map_encode_tiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                      const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                      CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                      CUtensorMapFloatOOBfill); /* optional (12.0) */
 } cu;
 
 static CUdevice *device_handles;
@@ -106,6 +111,8 @@ static xopsaot_status cuda_init(int *device_count) {
   OPTIONAL(mem_alloc_async, "cuMemAllocAsync");
   OPTIONAL(mem_free_async, "cuMemFreeAsync");
   OPTIONAL(launch_kernel_ex, "cuLaunchKernelEx");
+  OPTIONAL(driver_get_version, "cuDriverGetVersion");
+  OPTIONAL(tensor_map_encode_tiled, "cuTensorMapEncodeTiled");
 #undef REQUIRE
 #undef OPTIONAL
   CUresult r = cu.init(0);
@@ -290,6 +297,36 @@ static xopsaot_status cuda_launch(void *function, const xo_variant *v, const int
   return XOPSAOT_SUCCESS;
 }
 
+static xopsaot_status cuda_encode_tma(const xo_tma_meta *m, const xo_tma_desc *d, void *map) {
+  if (!cu.tensor_map_encode_tiled)
+    return xo_fail(XOPSAOT_ERROR_NO_DRIVER, "host TMA descriptors need cuTensorMapEncodeTiled (CUDA 12.0 or later)");
+  /* the driver takes dims innermost first and the byte strides of all but the innermost */
+  cuuint64_t dims[XO_MAX_TMA_RANK], strides[XO_MAX_TMA_RANK];
+  cuuint32_t box[XO_MAX_TMA_RANK], unit[XO_MAX_TMA_RANK];
+  const int rank = m->rank;
+  uint64_t span = 0; /* the last byte's offset */
+  for (int i = 0; i < rank; ++i) {
+    const int j = rank - 1 - i;
+    dims[i] = (cuuint64_t)d->shape[j];
+    box[i] = m->box[j];
+    unit[i] = 1;
+    if (i > 0) strides[i - 1] = (cuuint64_t)d->strides[j] * m->elem_size;
+    span += (uint64_t)(d->shape[j] - 1) * (uint64_t)d->strides[j] * m->elem_size;
+  }
+  CHECK(cu.tensor_map_encode_tiled((CUtensorMap *)map, (CUtensorMapDataType)m->elem_type, (cuuint32_t)rank, d->base,
+                                   dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                   (CUtensorMapSwizzle)m->swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "cuTensorMapEncodeTiled");
+  /* As Triton 3.9's launcher does (after CUTLASS): drivers up to 13.1 mark a tensor spanning under 128 KiB with a
+   * flag (bit 21 of the descriptor's second word) that the copies must not see. */
+  int version = 0;
+  if (cu.driver_get_version && cu.driver_get_version(&version) == CUDA_SUCCESS && version <= 13010 &&
+      span + 1 < 128 * 1024)
+    ((uint64_t *)map)[1] &= ~(1ull << 21);
+  return XOPSAOT_SUCCESS;
+}
+
 static xopsaot_status cuda_synchronize(void *stream) {
   CHECK(cu.stream_synchronize((CUstream)stream), "cuStreamSynchronize");
   return XOPSAOT_SUCCESS;
@@ -339,6 +376,7 @@ const xo_driver xo_cuda_driver = {
     .alloc_async = cuda_alloc_async,
     .free_async = cuda_free_async,
     .launch = cuda_launch,
+    .encode_tma = cuda_encode_tma,
     .synchronize = cuda_synchronize,
     .timer_start = cuda_timer_start,
     .timer_stop = cuda_timer_stop,

@@ -37,6 +37,8 @@ typedef struct xo_driver {
   xopsaot_status (*alloc_async)(uint64_t bytes, void *stream, void **ptr);
   void (*free_async)(void *ptr, void *stream);
   xopsaot_status (*launch)(void *function, const xo_variant *v, const int64_t grid[3], void *stream, void **params);
+  /* Encode a host TMA descriptor (128 bytes, 64-byte aligned) for a kernel parameter. */
+  xopsaot_status (*encode_tma)(const xo_tma_meta *meta, const xo_tma_desc *desc, void *map);
   xopsaot_status (*synchronize)(void *stream);
   /* Time work on `stream` (XOPSAOT_AUTOTUNE): timer_start records a start event; timer_stop records the end,
    * waits for it and gives the milliseconds between. timer_stop releases the timer whatever it returns. */

@@ -356,15 +356,62 @@ xopsaot_status xo_require_key(const xo_kernel *k, int key, int32_t value, const 
 
 /* ---- launch ---- */
 
+/* A host TMA descriptor argument as the kernel takes it: the encoded descriptor, then the dims (int32) and strides
+ * (int64) it was made from (Triton's expansion of a tensordesc parameter). */
+typedef struct xo_tma_param {
+  _Alignas(64) unsigned char map[128];
+  int32_t shape[XO_MAX_TMA_RANK];
+  int64_t strides[XO_MAX_TMA_RANK];
+} xo_tma_param;
+
+#define XO_MAX_PARAMS (XO_MAX_ARGS + 2 * XO_MAX_TMA_ARGS * XO_MAX_TMA_RANK + 3)
+
+static xopsaot_status tma_param(const xo_variant *v, int t, const xo_arg *a, const xo_tma_desc *d, xo_tma_param *p) {
+  const xo_tma_meta *m = &v->tma[t];
+  if (d->rank != m->rank)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: descriptor %s has rank %d; the kernel takes %d", v->label,
+                   a->name, (int)d->rank, (int)m->rank);
+  for (int i = 0; i < m->rank; ++i) {
+    if (d->shape[i] <= 0 || d->shape[i] > INT32_MAX || d->strides[i] < 0 ||
+        (i + 1 < m->rank ? d->strides[i] * m->elem_size % 16 != 0 : d->strides[i] != 1))
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                     "%s: descriptor %s: dim %d (size %lld, stride %lld) is not what TMA takes (positive sizes, "
+                     "16-byte strides, the last one 1)",
+                     v->label, a->name, i, (long long)d->shape[i], (long long)d->strides[i]);
+    p->shape[i] = (int32_t)d->shape[i];
+    p->strides[i] = d->strides[i];
+  }
+  if ((uintptr_t)d->base % 16 != 0)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: descriptor %s: base %p is not 16-byte aligned", v->label,
+                   a->name, d->base);
+  return drv->encode_tma(m, d, p->map);
+}
+
 static xopsaot_status launch_variant(const xo_variant *v, void *fn, const int64_t grid[3], const void *args,
                                      void *stream) {
   const xo_kernel *k = v->kernel;
-  void *params[XO_MAX_ARGS + 3];
+  void *params[XO_MAX_PARAMS];
+  xo_tma_param tma[XO_MAX_TMA_ARGS];
   void *scratch[2] = {NULL, NULL}; /* Triton's hidden trailing arguments: global and profile scratch */
-  for (int i = 0; i < k->n_args; ++i) params[i] = (char *)args + k->args[i].offset;
-  params[k->n_args] = &scratch[0];
-  params[k->n_args + 1] = &scratch[1];
-  params[k->n_args + 2] = NULL; /* the driver reads the kernel's count; the tests' fake driver stops here */
+  int n = 0, t = 0;
+  for (int i = 0; i < k->n_args; ++i) {
+    const xo_arg *a = &k->args[i];
+    void *field = (char *)args + a->offset;
+    if (a->kind != XO_ARG_TMA) {
+      params[n++] = field;
+      continue;
+    }
+    if (t == XO_MAX_TMA_ARGS || !v->tma)
+      return xo_fail(XOPSAOT_ERROR_UNSUPPORTED, "%s: descriptor %s has no encoding", v->label, a->name);
+    XO_TRY(tma_param(v, t, a, field, &tma[t]));
+    params[n++] = tma[t].map;
+    for (int r = 0; r < v->tma[t].rank; ++r) params[n++] = &tma[t].shape[r];
+    for (int r = 0; r < v->tma[t].rank; ++r) params[n++] = &tma[t].strides[r];
+    ++t;
+  }
+  params[n] = &scratch[0];
+  params[n + 1] = &scratch[1];
+  params[n + 2] = NULL; /* the driver reads the kernel's count; the tests' fake driver stops here */
   const uint64_t programs = (uint64_t)grid[0] * (uint64_t)grid[1] * (uint64_t)grid[2] * v->num_ctas;
   const uint32_t sizes[2] = {v->global_scratch_size, v->profile_scratch_size};
   xopsaot_status st = XOPSAOT_SUCCESS;

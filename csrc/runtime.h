@@ -10,10 +10,30 @@
 
 #define XO_INTERNAL __attribute__((visibility("hidden")))
 
-enum { XO_ARG_PTR = 0, XO_ARG_I32 = 1, XO_ARG_I64 = 2, XO_ARG_F32 = 3 };
+enum { XO_ARG_PTR = 0, XO_ARG_I32 = 1, XO_ARG_I64 = 2, XO_ARG_F32 = 3, XO_ARG_TMA = 4 };
 enum { XO_BACKEND_CUDA = 0, XO_BACKEND_HIP = 1 };
 #define XO_MAX_ARGS 64
 #define XO_MAX_KEYS 16
+#define XO_MAX_TMA_ARGS 4
+#define XO_MAX_TMA_RANK 5
+
+/* What an op fills for a host TMA descriptor argument (aot.spec.tensor_desc): a tensor's base address, and its
+ * dims and strides in elements, outermost first (the last stride 1). The launcher encodes it. */
+typedef struct xo_tma_desc {
+  void *base;
+  int32_t rank;
+  int64_t shape[XO_MAX_TMA_RANK];
+  int64_t strides[XO_MAX_TMA_RANK];
+} xo_tma_desc;
+
+/* How a variant's descriptor argument is encoded, from the compiled kernel's metadata (tensordesc_meta). */
+typedef struct xo_tma_meta {
+  uint8_t elem_type; /* CUtensorMapDataType */
+  uint8_t elem_size; /* bytes */
+  uint8_t swizzle;   /* CUtensorMapSwizzle */
+  uint8_t rank;
+  uint32_t box[XO_MAX_TMA_RANK]; /* elements, outermost first */
+} xo_tma_meta;
 
 /* One runtime argument of a kernel: where it sits in the kernel's generated args struct. */
 typedef struct xo_arg {
@@ -50,6 +70,7 @@ typedef struct xo_variant {
   uint32_t profile_scratch_size, profile_scratch_align;
   uint32_t index;         /* position in xo_variants: the module-cache slot */
   uint32_t primary;       /* index of the variant this one is an autotuning alternate to (itself if none) */
+  const xo_tma_meta *tma; /* one per XO_ARG_TMA argument, in order (NULL if none) */
 } xo_variant;
 
 struct xo_kernel {

@@ -12,7 +12,9 @@ kernel (its C7513/C7514 notes), which cost 20-30% in the first version (h100-202
 
 Arguments, grid and semantics are those of the general kernel's dense and varlen prefill (attention.py): windows,
 causality (bottom-right), varlen, lse; head_dim == BLOCK_D, no softcap or ALiBi, a positive scale, one key slice.
-The descriptors are bounded at the sequence's last row, so TMA reads zeros past it and never the next sequence.
+Two kernels share the program (`_attend`) and differ in their descriptors, each bounded so that TMA reads zeros
+past a sequence's last row and never the next sequence's: attn_fwd_ws_dense takes the launcher's (made on the host,
+per batch element), attn_fwd_ws makes its own in global scratch (per packed sequence).
 """
 
 from triton import constexpr_function
@@ -53,18 +55,28 @@ def _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N: gl.constexpr):
 
 
 @gluon.jit
+def _tma_rows(desc, batch, row, col, bar, dest):
+    """TMA the rows [row, row + rows of dest) of columns [col, col + width) into dest: through a 2-D descriptor over
+    (tokens, heads x headdim), or a 3-D one over (batch, sequence, heads x headdim) that bounds each batch element."""
+    if len(desc.block_type.shape) == 3:
+        tma.async_load(desc, [batch, row, col], bar, dest.reshape([1, dest.type.shape[0], dest.type.shape[1]]))
+    else:
+        tma.async_load(desc, [row, col], bar, dest)
+
+
+@gluon.jit
 def _load_partition(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, bars, coords, blocks):
     # (constexprs passed through warp_specialize arrive as run-time values: the tile sizes come from the buffers)
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
     BLOCK_D: gl.constexpr = k_smem.type.shape[2]
     q_bar, k_ready, k_empty, v_ready, v_empty = bars
-    q_row, head, k_row, head_k = coords
+    q_row, head, k_row, head_k, batch = coords
     n_lead, n_masked, n_total, begin, u_lo, u_hi = blocks
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     mbarrier.expect(q_bar, CONSUMERS * desc_q.block_type.nbytes)
     for w in gl.static_range(CONSUMERS):
-        tma.async_load(desc_q, [q_row + w * WG_ROWS, head * BLOCK_D], q_bar, q_smem.index(w))
+        _tma_rows(desc_q, batch, q_row + w * WG_ROWS, head * BLOCK_D, q_bar, q_smem.index(w))
     for i in range(n_total):
         stage = i % STAGES
         phase = (i // STAGES) & 1
@@ -72,12 +84,10 @@ def _load_partition(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, bars, coords
         # a fresh barrier counts as having completed the phase before 0, so the first lap does not wait
         mbarrier.wait(k_empty.index(stage), phase ^ 1)
         mbarrier.expect(k_ready.index(stage), desc_k.block_type.nbytes)
-        tma.async_load(desc_k, [k_row + start_n, head_k * BLOCK_D], k_ready.index(stage),
-                                        k_smem.index(stage))  # fmt: skip
+        _tma_rows(desc_k, batch, k_row + start_n, head_k * BLOCK_D, k_ready.index(stage), k_smem.index(stage))
         mbarrier.wait(v_empty.index(stage), phase ^ 1)
         mbarrier.expect(v_ready.index(stage), desc_v.block_type.nbytes)
-        tma.async_load(desc_v, [k_row + start_n, head_k * BLOCK_D], v_ready.index(stage),
-                                        v_smem.index(stage))  # fmt: skip
+        _tma_rows(desc_v, batch, k_row + start_n, head_k * BLOCK_D, v_ready.index(stage), v_smem.index(stage))
 
 
 @gluon.jit
@@ -187,6 +197,77 @@ def _consumer_0(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks):
 
 
 @gluon.jit
+def _attend(desc_q, desc_k, desc_v, Out, Lse, rows, lens, out_args, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+    """One program's BLOCK_M query rows of one head. rows = (q_row, k_row, batch, head, head_k, start_m): where the
+    descriptors see the sequence's first query and key rows (the 3-D ones take the batch coordinate too) and the
+    program's first row within it; lens = (q_len, k_len); out_args = (o_base, l_base, stride_os, stride_ls,
+    window_left, window_right, write_lse, qk_scale): the output's and lse's offsets of the sequence's first row."""
+    q_row, k_row, batch, head, head_k, start_m = rows
+    q_len, k_len = lens
+    o_base, l_base, stride_os, stride_ls, window_left, window_right, write_lse, qk_scale = out_args
+    BLOCK_N: gl.constexpr = desc_k.block_type.shape[-2]
+    BLOCK_D: gl.constexpr = desc_k.block_type.shape[-1]
+    CONSUMERS: gl.constexpr = BLOCK_M // WG_ROWS
+    gl.static_assert((CONSUMERS == 2 or CONSUMERS == 3) and BLOCK_M % WG_ROWS == 0, "2 or 3 consumers of 64 rows")
+    first_diag = start_m + k_len - q_len
+    last_diag = gl.minimum(start_m + BLOCK_M - 1, q_len - 1) + k_len - q_len
+    begin, end, u_lo, u_hi = key_blocks(first_diag, last_diag, k_len, window_left, window_right, BLOCK_N)
+    n_lead = gl.cdiv(gl.maximum(u_lo - begin, 0), BLOCK_N)
+    n_masked = n_lead + gl.cdiv(gl.maximum(end - u_hi, 0), BLOCK_N)
+    n_total = n_masked + (u_hi - u_lo) // BLOCK_N
+    blocks = (n_lead, n_masked, n_total, begin, u_lo, u_hi)
+
+    dtype: gl.constexpr = Out.dtype.element_ty
+    tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, WG_ROWS, BLOCK_D], tile)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], tile)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], tile)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=CONSUMERS)
+        mbarrier.init(v_empty.index(i), count=CONSUMERS)
+    bars = (q_bar, k_ready, k_empty, v_ready, v_empty)
+
+    consumer_args = (
+        q_smem,
+        k_smem,
+        v_smem,
+        bars,
+        Out,
+        Lse,
+        (o_base, l_base, stride_os, stride_ls, start_m, q_len, k_len, window_left, window_right, write_lse, qk_scale),
+        blocks,
+    )
+    load_args = (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, bars, (q_row + start_m, head, k_row, head_k, batch),
+                 blocks)  # fmt: skip
+    # registers per thread: the kernel's maxnreg (ws_maxnreg in attention.py) times the warpgroups, shared out
+    if CONSUMERS == 2:
+        gl.warp_specialize(
+            [(_consumer_0, consumer_args), (_consumer_1, consumer_args), (_load_partition, load_args)],
+            [4, 1],
+            [240, 24],
+        )
+    else:
+        gl.warp_specialize(
+            [
+                (_consumer_0, consumer_args),
+                (_consumer_1, consumer_args),
+                (_consumer_2, consumer_args),
+                (_load_partition, load_args),
+            ],
+            [4, 4, 1],
+            [160, 160, 24],
+        )
+
+
+@gluon.jit
 def attn_fwd_ws(
     Q,
     K,
@@ -222,10 +303,10 @@ def attn_fwd_ws(
     STAGES: gl.constexpr,
     PDL: gl.constexpr = False,
 ):
+    """Packed (varlen) sequences: each program makes its descriptors in Triton's global scratch, bounded at its
+    sequence's last row (TMA reads zeros past it, never the next sequence's rows)."""
     if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
         gdc_wait()
-    CONSUMERS: gl.constexpr = BLOCK_M // WG_ROWS
-    gl.static_assert((CONSUMERS == 2 or CONSUMERS == 3) and BLOCK_M % WG_ROWS == 0, "2 or 3 consumers of 64 rows")
     start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
     head = gl.program_id(1)
     batch = gl.program_id(2)
@@ -246,71 +327,61 @@ def attn_fwd_ws(
         k_len = seqlen_k
         k_row = batch * seqlen_k
     if start_m < q_len:
-        first_diag = start_m + k_len - q_len
-        last_diag = gl.minimum(start_m + BLOCK_M - 1, q_len - 1) + k_len - q_len
-        begin, end, u_lo, u_hi = key_blocks(first_diag, last_diag, k_len, window_left, window_right, BLOCK_N)
-        n_lead = gl.cdiv(gl.maximum(u_lo - begin, 0), BLOCK_N)
-        n_masked = n_lead + gl.cdiv(gl.maximum(end - u_hi, 0), BLOCK_N)
-        n_total = n_masked + (u_hi - u_lo) // BLOCK_N
-        blocks = (n_lead, n_masked, n_total, begin, u_lo, u_hi)
-
-        dtype: gl.constexpr = Q.dtype.element_ty
         tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-        # bounded at this sequence's last row: TMA reads zeros past it
         desc_q = tma.make_tensor_descriptor(Q, [q_row + q_len, heads * BLOCK_D], [stride_qs, 1], [WG_ROWS, BLOCK_D],
                                             tile)  # fmt: skip
         desc_k = tma.make_tensor_descriptor(K, [k_row + k_len, heads_k * BLOCK_D], [stride_ks, 1], [BLOCK_N, BLOCK_D],
                                             tile)  # fmt: skip
         desc_v = tma.make_tensor_descriptor(V, [k_row + k_len, heads_k * BLOCK_D], [stride_vs, 1], [BLOCK_N, BLOCK_D],
                                             tile)  # fmt: skip
-        q_smem = gl.allocate_shared_memory(dtype, [CONSUMERS, WG_ROWS, BLOCK_D], tile)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], tile)
-        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], tile)
-        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_bar, count=1)
-        for i in gl.static_range(STAGES):
-            mbarrier.init(k_ready.index(i), count=1)
-            mbarrier.init(v_ready.index(i), count=1)
-            mbarrier.init(k_empty.index(i), count=CONSUMERS)
-            mbarrier.init(v_empty.index(i), count=CONSUMERS)
-        bars = (q_bar, k_ready, k_empty, v_ready, v_empty)
-
         # dense outputs index rows within their batch element (q_start 0), packed ones from the sequence's start
         o_base = batch.to(gl.int64) * stride_ob + q_start.to(gl.int64) * stride_os + head.to(gl.int64) * stride_oh
         l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh + q_start.to(gl.int64) * stride_ls
-        out_args = (o_base, l_base, stride_os, stride_ls, start_m, q_len, k_len, window_left, window_right, write_lse,
-                    qk_scale)  # fmt: skip
-        consumer_args = (q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks)
-        load_args = (
-            desc_q,
-            desc_k,
-            desc_v,
-            q_smem,
-            k_smem,
-            v_smem,
-            bars,
-            (q_row + start_m, head, k_row, head_k),
-            blocks,
-        )
-        # registers per thread: the kernel's maxnreg (WS_MAXNREG in attention.py) times the warpgroups, shared out
-        if CONSUMERS == 2:
-            gl.warp_specialize(
-                [(_consumer_0, consumer_args), (_consumer_1, consumer_args), (_load_partition, load_args)],
-                [4, 1],
-                [240, 24],
-            )
-        else:
-            gl.warp_specialize(
-                [
-                    (_consumer_0, consumer_args),
-                    (_consumer_1, consumer_args),
-                    (_consumer_2, consumer_args),
-                    (_load_partition, load_args),
-                ],
-                [4, 4, 1],
-                [160, 160, 24],
-            )
+        out_args = (o_base, l_base, stride_os, stride_ls, window_left, window_right, write_lse, qk_scale)
+        _attend(desc_q, desc_k, desc_v, Out, Lse, (q_row, k_row, batch, head, head_k, start_m), (q_len, k_len),
+                out_args, BLOCK_M, STAGES)  # fmt: skip
+
+
+@gluon.jit
+def attn_fwd_ws_dense(
+    desc_q,
+    desc_k,
+    desc_v,
+    Out,
+    Lse,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    stride_lb,
+    stride_lh,
+    stride_ls,
+    seqlen_q,
+    seqlen_k,
+    heads,
+    heads_k,
+    window_left,
+    window_right,
+    write_lse,
+    qk_scale,
+    BLOCK_D: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+    PDL: gl.constexpr = False,
+):
+    """Dense batches: the launcher's descriptors (kernel parameters, made on the host with cuTensorMapEncodeTiled)
+    over (batch, sequence, heads x headdim), whose boxes of one batch element stop TMA at each sequence's end.
+    Making three descriptors in global scratch cost each program of attn_fwd_ws about 2 us before its first load
+    (benchmarks/experiments/prefill_phases.py)."""
+    gl.static_assert(desc_k.block_type.shape[1] == BLOCK_N and desc_k.block_type.shape[2] == BLOCK_D, "key boxes")
+    if PDL:
+        gdc_wait()
+    start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
+    head = gl.program_id(1)
+    batch = gl.program_id(2)
+    head_k = head // (heads // heads_k)
+    o_base = batch.to(gl.int64) * stride_ob + head.to(gl.int64) * stride_oh
+    l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh
+    out_args = (o_base, l_base, stride_os, stride_ls, window_left, window_right, write_lse, qk_scale)
+    _attend(desc_q, desc_k, desc_v, Out, Lse, (0, 0, batch, head, head_k, start_m), (seqlen_q, seqlen_k), out_args,
+            BLOCK_M, STAGES)  # fmt: skip

@@ -31,9 +31,9 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
+from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr, tensor_desc
 from kernels_src._attention_keys import key_blocks, visible_keys
-from kernels_src._attention_ws import attn_fwd_ws
+from kernels_src._attention_ws import WG_ROWS, attn_fwd_ws, attn_fwd_ws_dense
 from kernels_src._pdl import wait_for_predecessor
 
 
@@ -602,6 +602,35 @@ KERNELS = [
             i32("heads_k"),
             i32("varlen_q"),
             i32("varlen_k"),
+            i32("window_left"),
+            i32("window_right"),
+            i32("write_lse"),
+            f32("qk_scale"),
+        ],
+        keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128]},
+        grid_args=[i32("batch")],
+        grid=["cdiv(seqlen_q, BLOCK_M)", "heads", "batch"],
+        configs=ws_configs,
+        aligned=ALIGNED_ONLY,
+        targets=lambda target: target.backend == "cuda" and target.arch == 90,
+    ),
+    Kernel(
+        fn=attn_fwd_ws_dense,
+        op="flash_attn",
+        args=[
+            tensor_desc("desc_q", "T", (1, WG_ROWS.value, "BLOCK_D")),
+            tensor_desc("desc_k", "T", (1, "BLOCK_N", "BLOCK_D")),
+            tensor_desc("desc_v", "T", (1, "BLOCK_N", "BLOCK_D")),
+            ptr("Out", "T"),
+            ptr("Lse", "fp32", aligned=False),
+            *(aligned_stride(f"stride_o{a}") for a in "bsh"),
+            i64("stride_lb"),
+            i64("stride_lh"),
+            i64("stride_ls"),
+            i32("seqlen_q"),
+            i32("seqlen_k"),
+            i32("heads"),
+            i32("heads_k"),
             i32("window_left"),
             i32("window_right"),
             i32("write_lse"),

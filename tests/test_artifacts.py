@@ -151,6 +151,22 @@ def test_manifest_records_what_a_variant_needs():
     assert _library.library().xopsaot_variant_count() == len(MANIFEST["variants"])
 
 
+def test_host_descriptor_variants_record_their_encoding():
+    """attn_fwd_ws_dense's three descriptors: 3-D boxes of one batch element, rows of at most 128 bytes (the
+    128-byte swizzle's limit: wider heads take two copies), 16-bit elements; no variant without descriptor arguments
+    records any."""
+    dense = [v for v in MANIFEST["variants"] if v["kernel"] == "attn_fwd_ws_dense"]
+    assert all(not v["tma_descriptors"] for v in MANIFEST["variants"] if v["kernel"] != "attn_fwd_ws_dense")
+    if "sm_90a" in MANIFEST["archs"]:
+        assert dense
+    for v in dense:
+        block_n, dim = v["constexprs"]["BLOCK_N"], v["keys"]["BLOCK_D"]
+        assert [d["arg"] for d in v["tma_descriptors"]] == ["desc_q", "desc_k", "desc_v"]
+        boxes = [d["block_size"] for d in v["tma_descriptors"]]
+        assert boxes == [[1, 64, min(dim, 64)], [1, block_n, min(dim, 64)], [1, block_n, min(dim, 64)]]
+        assert all(d["elem_size"] == 2 and d["swizzle"] == 3 for d in v["tma_descriptors"])
+
+
 def elf_arch(binary: bytes) -> int:
     """The SM version of a CUDA ELF: ELF ABI v7 keeps it in e_flags' low byte, v8 in the next byte."""
     assert binary[:4] == b"\x7fELF" and binary[4] == 2, "not a 64-bit ELF"

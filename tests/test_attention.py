@@ -534,9 +534,13 @@ for dtype in (torch.float16, torch.bfloat16):
     for dim in (64, 128):
         def t(*shape):
             return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(dtype).cuda()
-        # prefill, heads side by side, enough query blocks to fill the GPU without split-KV: the TMA kernel
+        # prefill, heads side by side, enough query blocks to fill the GPU without split-KV: the TMA kernels
         q, k, v = t(4, 1100, 8, dim), t(4, 1100, 8, dim), t(4, 1100, 8, dim)
         check(xopsaot.flash_attn(q, k, v, causal=True), attention64(q.cpu(), k.cpu(), v.cpu(), True), f"tma {dim}")
+        cu = torch.tensor([0, 1100, 2200, 3300, 4400], dtype=torch.int32, device="cuda")
+        out = xopsaot.flash_attn_varlen(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu, 1100, 1100,
+                                        causal=True)
+        check(out.view(4, 1100, 8, dim), attention64(q.cpu(), k.cpu(), v.cpu(), True), f"varlen tma {dim}")
         q, kc = t(2, 1, 8, dim), t(2, 200, 2, dim)  # decode, GQA 4, one split
         lengths = torch.tensor([37, 200], dtype=torch.int32, device="cuda")
         out = xopsaot.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=lengths, num_splits=1)
@@ -587,7 +591,8 @@ def test_autotune_alternates_compute_the_same(rng, tmp_path):
 
 @pytest.mark.gpu
 def test_every_attention_variant_was_checked():
-    """After the tests above (file order): each attn_fwd, attn_fwd_ws and attn_combine variant compiled for this
-    GPU ran (kv_append is checked through the cache contents, which each append test compares exactly)."""
-    missing = unexercised({"attn_fwd", "attn_fwd_ws", "attn_combine"}, GPU_USED)
+    """After the tests above (file order): each attn_fwd, attn_fwd_ws, attn_fwd_ws_dense and attn_combine variant
+    compiled for this GPU ran (kv_append is checked through the cache contents, which each append test compares
+    exactly)."""
+    missing = unexercised({"attn_fwd", "attn_fwd_ws", "attn_fwd_ws_dense", "attn_combine"}, GPU_USED)
     assert not missing, f"attention variants never exercised: {missing}"

@@ -49,8 +49,14 @@ class Launch(ctypes.Structure):
                 ("cluster", ctypes.c_uint), ("pdl", ctypes.c_uint), ("stream", ctypes.c_void_p),
                 ("nparams", ctypes.c_int), ("params", ctypes.c_ulonglong * 64)]
 
+class TensorMap(ctypes.Structure):
+    _fields_ = [("address", ctypes.c_ulonglong), ("dims", ctypes.c_ulonglong * 5), ("strides", ctypes.c_ulonglong * 5),
+                ("box", ctypes.c_uint * 5), ("dtype", ctypes.c_int), ("rank", ctypes.c_int), ("swizzle", ctypes.c_int),
+                ("oob_fill", ctypes.c_int)]
+
 if fake is not None:
     fake.fake_cuda_launch.restype = ctypes.POINTER(Launch)
+    fake.fake_cuda_tensor_map.restype = ctypes.POINTER(TensorMap)
     fake.fake_cuda_make_current.restype = ctypes.c_ulonglong
     fake.fake_cuda_set_capturing.argtypes = [ctypes.c_void_p, ctypes.c_int]
     fake.fake_cuda_set_cost.argtypes = [ctypes.c_void_p, ctypes.c_double]
@@ -78,6 +84,11 @@ def launches():
                     "stream": l.stream or 0, "ctx": l.ctx_id, "params": list(l.params[:l.nparams]),
                     "pdl": l.pdl, "variant": v})
     return out
+
+def tensor_maps():
+    maps = [fake.fake_cuda_tensor_map(i).contents for i in range(fake.fake_cuda_tensor_map_count())]
+    return [{"address": m.address, "dims": list(m.dims[:m.rank]), "strides": list(m.strides[:m.rank - 1]),
+             "box": list(m.box[:m.rank]), "dtype": m.dtype, "swizzle": m.swizzle, "oob_fill": m.oob_fill} for m in maps]
 
 def error_of(fn, *args):
     try:
@@ -545,31 +556,88 @@ def test_cross_entropy_and_sampling_launches(fake_driver):
 
 
 @needs_sm90
-def test_hopper_prefill_takes_the_tma_kernel_with_global_scratch(fake_driver):
-    """Dense prefill with heads side by side goes to attn_fwd_ws, whose tensor descriptors live in Triton's global
+def test_hopper_prefill_takes_host_tensor_descriptors(fake_driver):
+    """Dense prefill with heads side by side goes to attn_fwd_ws_dense: the launcher encodes a 3-D descriptor of
+    each of q, k and v (batch, sequence, heads x headdim; cuTensorMapEncodeTiled takes dims innermost first and byte
+    strides) and passes each as the kernel takes it: the 128-byte map, then its dims (int32) and strides (int64).
+    No global scratch is allocated."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(40)
+        q = tensor((2, 300, 8, 128), ptr={A})
+        k = tensor((2, 77, 2, 128), ptr={B})
+        out = tensor((2, 300, 8, 128), ptr={C})
+        _library.call("xopsaot_flash_attn", (q, k, k, out, None, None), options(0.125, causal=1), 0)
+        emit(launch=launches()[0], count=len(launches()), maps=tensor_maps(), allocs=fake.fake_cuda_alloc_count())
+    """,
+    )
+    launch, variant = r["launch"], r["launch"]["variant"]
+    assert r["count"] == 1 and variant["kernel"] == "attn_fwd_ws_dense" and variant["keys"] == {"BLOCK_D": 128}
+    assert launch["grid"] == [-(-300 // variant["constexprs"]["BLOCK_M"]), 8, 2]  # one query head per program
+    # warp-specialized: a warpgroup per 64 rows and the loader's, every partition's warps in the launch
+    assert launch["block"] == [32 * 4 * (variant["constexprs"]["BLOCK_M"] // 64 + 1), 1, 1]
+    assert variant["hidden_args"][0]["size_per_program"] == 0 and r["allocs"] == 0
+    block_n = variant["constexprs"]["BLOCK_N"]
+    # the box of one copy: a 128-byte swizzle takes rows of 64 fp16, so the kernel copies a 128-wide head in two
+    fp16, swizzle_128b = 6, 3
+    q_map = {"address": A, "dims": [8 * 128, 300, 2], "strides": [8 * 128 * 2, 300 * 8 * 128 * 2],
+             "box": [64, 64, 1], "dtype": fp16, "swizzle": swizzle_128b, "oob_fill": 0}  # fmt: skip
+    kv_map = {"address": B, "dims": [2 * 128, 77, 2], "strides": [2 * 128 * 2, 77 * 2 * 128 * 2],
+              "box": [64, block_n, 1], "dtype": fp16, "swizzle": swizzle_128b, "oob_fill": 0}  # fmt: skip
+    assert r["maps"] == [q_map, kv_map, kv_map]
+    p = [x & 0xFFFFFFFF if i % 7 in (1, 2, 3) and i < 21 else x for i, x in enumerate(launch["params"])]
+    # each descriptor: the map (its first word the address), dims (int32), strides (int64)
+    assert p[0:7] == [A, 2, 300, 8 * 128, 300 * 8 * 128, 8 * 128, 1]
+    assert p[7:14] == p[14:21] == [B, 2, 77, 2 * 128, 77 * 2 * 128, 2 * 128, 1]
+    assert p[21:23] == [C, 0]  # out, no lse
+    ints = [struct.unpack("<i", struct.pack("<I", x & 0xFFFFFFFF))[0] for x in p[29:35]]
+    assert ints == [300, 77, 8, 2, 1 << 30, 0]  # sequence lengths, heads; causal: no left limit, right 0
+    assert p[37:39] == [0, 0] and len(p) == 39  # no scratch
+
+
+@needs_sm90
+def test_a_failed_descriptor_encoding_is_reported(fake_driver):
+    """A driver that fails to encode a descriptor is reported, naming the call; nothing is launched."""
+    r = scenario(
+        fake_driver,
+        f"""
+        q = tensor((1, 64, 2, 64), ptr={A})
+        failed = error_of(_library.call, "xopsaot_flash_attn", (q, q, q, q, None, None), options(0.125), 0)
+        emit(failed=failed, launches=len(launches()))
+    """,
+        FAKE_CUDA_FAIL="cuTensorMapEncodeTiled",
+    )
+    assert r["launches"] == 0 and r["failed"][0] == "XopsaotError" and r["failed"][2] == "DRIVER"
+    assert "cuTensorMapEncodeTiled failed" in r["failed"][1]
+
+
+@needs_sm90
+def test_hopper_varlen_prefill_makes_descriptors_in_global_scratch(fake_driver):
+    """Packed (varlen) prefill goes to attn_fwd_ws, which makes its descriptors per sequence in Triton's global
     scratch: allocated per launch (stream-ordered) and freed after it."""
     r = scenario(
         fake_driver,
         f"""
         fake.fake_cuda_expect_params(30)
-        q = tensor((2, 300, 8, 128), ptr={A})
-        k = tensor((2, 77, 2, 128), ptr={B})
-        out = tensor((2, 300, 8, 128), ptr={C})
-        _library.call("xopsaot_flash_attn", (q, k, k, out, None, None), options(0.125, causal=1), 0)
+        q = tensor((600, 8, 128), ptr={A})
+        k = tensor((154, 2, 128), ptr={B})
+        out = tensor((600, 8, 128), ptr={C})
+        cu_q, cu_k = tensor((3,), "int32", ptr={D}), tensor((3,), "int32", ptr={D} + 64)
+        _library.call("xopsaot_flash_attn_varlen", (q, k, k, cu_q, cu_k, out, None, None), 300, 77,
+                      options(0.125, causal=1), 0)
         emit(launch=launches()[0], count=len(launches()), allocs=fake.fake_cuda_alloc_count(),
              frees=fake.fake_cuda_free_count())
     """,
     )
     launch, variant = r["launch"], r["launch"]["variant"]
     assert r["count"] == 1 and variant["kernel"] == "attn_fwd_ws" and variant["keys"] == {"BLOCK_D": 128}
-    assert launch["grid"] == [-(-300 // variant["constexprs"]["BLOCK_M"]), 8, 2]  # one query head per program
-    # warp-specialized: a warpgroup per 64 rows and the loader's, every partition's warps in the launch
-    assert launch["block"] == [32 * 4 * (variant["constexprs"]["BLOCK_M"] // 64 + 1), 1, 1]
+    assert launch["grid"] == [-(-300 // variant["constexprs"]["BLOCK_M"]), 8, 2]  # the longest sequence's blocks
     scratch = variant["hidden_args"][0]["size_per_program"]
     assert scratch > 0
     p = decode(launch["params"], "attn_fwd_ws")
-    assert p[:4] == [A, B, B, C] and p[7:10] == [8 * 128, 2 * 128, 2 * 128]  # row strides of the 2-D views
-    assert p[16:22] == [600, 154, 300, 77, 8, 2]  # rows of q and k, sequence lengths, heads
+    assert p[:7] == [A, B, B, C, 0, D, D + 64] and p[7:10] == [8 * 128, 2 * 128, 2 * 128]  # row strides
+    assert p[16:24] == [600, 154, 300, 77, 8, 2, 1, 1]  # rows of q and k, longest lengths, heads, packed q and k
     programs = launch["grid"][0] * 8 * 2
     assert p[28] == 0xABC000000 + programs * scratch and p[29] == 0  # global scratch; no profile scratch
     assert r["allocs"] == 1 and r["frees"] == 1

@@ -159,8 +159,43 @@ static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options 
   return 1;
 }
 
+/* t (batch, seqlen, heads, head_dim) as a 3-D descriptor over (batch, seqlen, heads x head_dim), if TMA can take
+ * it: a 16-byte aligned base and strides of whole 16-byte units. */
+static int dense_view(const xopsaot_tensor *t, xo_tma_desc *d) {
+  const int64_t rows = t->shape[1], width = t->shape[2] * t->shape[3];
+  *d = (xo_tma_desc){.base = t->data, .rank = 3, .shape = {t->shape[0], rows, width}};
+  d->strides[0] = t->shape[0] > 1 ? t->strides[0] : rows * t->strides[1]; /* a lone batch element's is unused */
+  d->strides[1] = t->strides[1];
+  d->strides[2] = 1;
+  const int64_t unit = 16 / xo_dtype_size(t->dtype);
+  return (uintptr_t)t->data % 16 == 0 && d->strides[0] % unit == 0 && d->strides[1] % unit == 0 &&
+         rows <= INT32_MAX && width <= INT32_MAX && t->shape[0] <= INT32_MAX;
+}
+
+/* Dense batches: attn_fwd_ws_dense, whose descriptors the launcher makes on the host. */
+static int run_tma_dense(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
+                         int32_t window_right, xopsaot_status *st, void *stream) {
+  xk_attn_fwd_ws_dense_args a = {
+      .Out = p->out->data, .Lse = p->lse ? p->lse->data : NULL,
+      .stride_ob = p->o_strides[0], .stride_os = p->o_strides[1], .stride_oh = p->o_strides[2],
+      .stride_lb = p->lse_strides[0], .stride_lh = p->lse_strides[2], .stride_ls = p->lse_strides[1],
+      .seqlen_q = (int32_t)p->seqlen_q, .seqlen_k = (int32_t)p->seqlen_k,
+      .heads = (int32_t)p->heads, .heads_k = (int32_t)p->heads_k,
+      .window_left = window_left, .window_right = window_right, .write_lse = p->lse != NULL,
+      .qk_scale = o->softmax_scale * 1.4426950408889634f,
+      .batch = (int32_t)p->batch,
+  };
+  if (!dense_view(p->q, &a.desc_q) || !dense_view(p->k, &a.desc_k) || !dense_view(p->v, &a.desc_v)) return 0;
+  xk_attn_fwd_ws_dense_keys keys = {p->q->dtype, (int32_t)p->head_dim};
+  if (!xo_can_launch(&xk_attn_fwd_ws_dense, &keys.T, &a, p->q->device)) return 0;
+  *st = xo_launch(&xk_attn_fwd_ws_dense, &keys.T, &a, p->q->device, stream);
+  return 1;
+}
+
 static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
                               int32_t window_right, int *launched, void *stream) {
+  xopsaot_status st = XOPSAOT_SUCCESS;
+  if (!p->varlen && (*launched = run_tma_dense(p, o, window_left, window_right, &st, stream))) return st;
   const int s = p->varlen ? 0 : 1; /* the sequence dim */
   xk_attn_fwd_ws_args a = {
       .Q = p->q->data, .K = p->k->data, .V = p->v->data, .Out = p->out->data,

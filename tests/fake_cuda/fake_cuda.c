@@ -7,7 +7,8 @@
  *
  * Configuration (environment): FAKE_CUDA_DEVICES="90,86" compute capabilities (default "90");
  * FAKE_CUDA_SMEM_OPTIN (default 232448); FAKE_CUDA_INIT_ERROR (a CUresult for cuInit);
- * FAKE_CUDA_FAIL=<entry point name> makes that entry point fail with CUDA_ERROR_INVALID_IMAGE (200).
+ * FAKE_CUDA_FAIL=<entry point name> makes that entry point fail with CUDA_ERROR_INVALID_IMAGE (200), or
+ * cuTensorMapEncodeTiled with CUDA_ERROR_INVALID_VALUE; FAKE_CUDA_DRIVER_VERSION (default 13000).
  * Events read a fake clock that each launch advances by its module's cost (1 ms unless fake_cuda_set_cost). */
 #include <pthread.h>
 #include <stdint.h>
@@ -335,6 +336,53 @@ CUresult cuLaunchKernelEx(const fake_launch_config *c, fake_function *f, void **
   return record(f, c->grid, c->block, c->smem, cluster, pdl, c->stream, params);
 }
 
+/* cuTensorMapEncodeTiled's arguments, recorded; the map's first word is the address, its second has bit 21 set
+ * (the flag the launcher clears on drivers up to 13.1 for tensors spanning under 128 KiB). */
+typedef struct fake_tensor_map {
+  unsigned long long address, dims[5], strides[5];
+  unsigned box[5];
+  int dtype, rank, swizzle, oob_fill;
+} fake_tensor_map;
+
+static fake_tensor_map maps[256];
+static int n_maps;
+
+CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *address, const unsigned long long *dims,
+                                const unsigned long long *strides, const unsigned *box, const unsigned *elem_strides,
+                                int interleave, int swizzle, int l2_promotion, int oob_fill) {
+  (void)interleave;
+  (void)l2_promotion;
+  if (failing("cuTensorMapEncodeTiled") || (uintptr_t)map % 64 || (uintptr_t)address % 16 || rank < 1 || rank > 5)
+    return ERR_INVALID_VALUE;
+  for (unsigned i = 0; i < rank; ++i)
+    if (!dims[i] || !box[i] || box[i] > 256 || elem_strides[i] != 1 || (i + 1 < rank && strides[i] % 16))
+      return ERR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  if (n_maps < 256) {
+    fake_tensor_map *m = &maps[n_maps++];
+    memset(m, 0, sizeof *m);
+    m->address = (unsigned long long)(uintptr_t)address;
+    memcpy(m->dims, dims, rank * sizeof *dims);
+    memcpy(m->strides, strides, (rank - 1) * sizeof *strides);
+    memcpy(m->box, box, rank * sizeof *box);
+    m->dtype = dtype;
+    m->rank = (int)rank;
+    m->swizzle = swizzle;
+    m->oob_fill = oob_fill;
+  }
+  pthread_mutex_unlock(&lock);
+  memset(map, 0, 128);
+  ((unsigned long long *)map)[0] = (unsigned long long)(uintptr_t)address;
+  ((unsigned long long *)map)[1] = 1ull << 21;
+  return OK;
+}
+
+CUresult cuDriverGetVersion(int *version) {
+  const char *v = getenv("FAKE_CUDA_DRIVER_VERSION");
+  *version = v ? atoi(v) : 13000;
+  return OK;
+}
+
 typedef struct fake_event {
   double at;
 } fake_event;
@@ -380,9 +428,12 @@ void fake_cuda_expect_params(int n) { expected_params = n; }
 void fake_cuda_reset(void) {
   pthread_mutex_lock(&lock);
   n_launches = 0;
+  n_maps = 0;
   pthread_mutex_unlock(&lock);
 }
 int fake_cuda_launch_count(void) { return n_launches; }
+int fake_cuda_tensor_map_count(void) { return n_maps; }
+const fake_tensor_map *fake_cuda_tensor_map(int i) { return &maps[i]; }
 const fake_launch *fake_cuda_launch(int i) { return &launches[i]; }
 int fake_cuda_load_count(void) { return n_loads; }
 int fake_cuda_alloc_count(void) { return n_allocs; }
