@@ -12,9 +12,10 @@ kernel (its C7513/C7514 notes), which cost 20-30% in the first version (h100-202
 
 Arguments, grid and semantics are those of the general kernel's dense and varlen prefill (attention.py): windows,
 causality (bottom-right), varlen, lse; head_dim == BLOCK_D, no softcap or ALiBi, a positive scale, one key slice.
-Two kernels share the program (`_attend`) and differ in their descriptors, each bounded so that TMA reads zeros
-past a sequence's last row and never the next sequence's: attn_fwd_ws_dense takes the launcher's (made on the host,
-per batch element), attn_fwd_ws makes its own in global scratch (per packed sequence).
+Two kernels share the program (`_attend`) and differ in their descriptors. attn_fwd_ws_dense takes the launcher's,
+made on the host per batch element, so TMA reads zeros past each sequence. attn_fwd_ws (packed sequences) takes the
+launcher's for queries and keys over all sequences (what a program reads of the next sequence it never stores or
+masks) and makes its value descriptor, bounded at the sequence's end, in global scratch.
 """
 
 from triton import constexpr_function
@@ -65,29 +66,58 @@ def _tma_rows(desc, batch, row, col, bar, dest):
 
 
 @gluon.jit
-def _load_partition(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, bars, coords, blocks):
-    # (constexprs passed through warp_specialize arrive as run-time values: the tile sizes come from the buffers)
-    STAGES: gl.constexpr = k_smem.type.shape[0]
-    BLOCK_N: gl.constexpr = k_smem.type.shape[1]
-    BLOCK_D: gl.constexpr = k_smem.type.shape[2]
-    q_bar, k_ready, k_empty, v_ready, v_empty = bars
+def _load_queries(desc_q, q_smem, q_bar, coords):
     q_row, head, k_row, head_k, batch = coords
-    n_lead, n_masked, n_total, begin, u_lo, u_hi = blocks
+    BLOCK_D: gl.constexpr = q_smem.type.shape[2]
     CONSUMERS: gl.constexpr = q_smem.type.shape[0]
     mbarrier.expect(q_bar, CONSUMERS * desc_q.block_type.nbytes)
     for w in gl.static_range(CONSUMERS):
         _tma_rows(desc_q, batch, q_row + w * WG_ROWS, head * BLOCK_D, q_bar, q_smem.index(w))
-    for i in range(n_total):
-        stage = i % STAGES
-        phase = (i // STAGES) & 1
-        start_n = _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N)
-        # a fresh barrier counts as having completed the phase before 0, so the first lap does not wait
-        mbarrier.wait(k_empty.index(stage), phase ^ 1)
-        mbarrier.expect(k_ready.index(stage), desc_k.block_type.nbytes)
-        _tma_rows(desc_k, batch, k_row + start_n, head_k * BLOCK_D, k_ready.index(stage), k_smem.index(stage))
-        mbarrier.wait(v_empty.index(stage), phase ^ 1)
-        mbarrier.expect(v_ready.index(stage), desc_v.block_type.nbytes)
-        _tma_rows(desc_v, batch, k_row + start_n, head_k * BLOCK_D, v_ready.index(stage), v_smem.index(stage))
+
+
+@gluon.jit
+def _load_block(desc, smem, ready, empty, coords, blocks, i):
+    """TMA the program's i-th key or value block (of desc) into its stage of smem's ring."""
+    STAGES: gl.constexpr = smem.type.shape[0]
+    BLOCK_N: gl.constexpr = smem.type.shape[1]
+    BLOCK_D: gl.constexpr = smem.type.shape[2]
+    q_row, head, k_row, head_k, batch = coords
+    n_lead, n_masked, n_total, begin, u_lo, u_hi = blocks
+    stage = i % STAGES
+    # a fresh barrier counts as having completed the phase before 0, so the first lap does not wait
+    mbarrier.wait(empty.index(stage), ((i // STAGES) & 1) ^ 1)
+    mbarrier.expect(ready.index(stage), desc.block_type.nbytes)
+    start_n = _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N)
+    _tma_rows(desc, batch, k_row + start_n, head_k * BLOCK_D, ready.index(stage), smem.index(stage))
+
+
+@gluon.jit
+def _load_kv(desc_k, desc_v, k_smem, v_smem, bars, coords, blocks, first):
+    """The key and value blocks from the first-th on, each key block before its value block."""
+    q_bar, k_ready, k_empty, v_ready, v_empty = bars
+    for i in range(first, blocks[2]):
+        _load_block(desc_k, k_smem, k_ready, k_empty, coords, blocks, i)
+        _load_block(desc_v, v_smem, v_ready, v_empty, coords, blocks, i)
+
+
+@gluon.jit
+def _load_partition(desc_q, desc_k, values, q_smem, k_smem, v_smem, bars, coords, blocks):
+    """values: (the value descriptor,), or (V, stride, rows, width) to make it from, bounded at the sequence's last
+    key; then it is made once the queries' and the first key block's copies are under way, so that its round trip
+    to memory overlaps theirs."""
+    # (constexprs passed through warp_specialize arrive as run-time values: the tile sizes come from the buffers)
+    q_bar, k_ready, k_empty, v_ready, v_empty = bars
+    _load_queries(desc_q, q_smem, q_bar, coords)
+    if len(values) == 1:
+        _load_kv(desc_k, values[0], k_smem, v_smem, bars, coords, blocks, 0)
+    elif blocks[2] > 0:
+        V, stride_vs, rows, width = values
+        _load_block(desc_k, k_smem, k_ready, k_empty, coords, blocks, 0)
+        BLOCK_N: gl.constexpr = v_smem.type.shape[1]
+        BLOCK_D: gl.constexpr = v_smem.type.shape[2]
+        desc_v = tma.make_tensor_descriptor(V, [rows, width], [stride_vs, 1], [BLOCK_N, BLOCK_D], v_smem.type.layout)
+        _load_block(desc_v, v_smem, v_ready, v_empty, coords, blocks, 0)
+        _load_kv(desc_k, desc_v, k_smem, v_smem, bars, coords, blocks, 1)
 
 
 @gluon.jit
@@ -197,11 +227,12 @@ def _consumer_0(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks):
 
 
 @gluon.jit
-def _attend(desc_q, desc_k, desc_v, Out, Lse, rows, lens, out_args, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+def _attend(desc_q, desc_k, values, Out, Lse, rows, lens, out_args, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
     """One program's BLOCK_M query rows of one head. rows = (q_row, k_row, batch, head, head_k, start_m): where the
     descriptors see the sequence's first query and key rows (the 3-D ones take the batch coordinate too) and the
     program's first row within it; lens = (q_len, k_len); out_args = (o_base, l_base, stride_os, stride_ls,
-    window_left, window_right, write_lse, qk_scale): the output's and lse's offsets of the sequence's first row."""
+    window_left, window_right, write_lse, qk_scale): the output's and lse's offsets of the sequence's first row.
+    values: what the loader takes for the values (_load_partition)."""
     q_row, k_row, batch, head, head_k, start_m = rows
     q_len, k_len = lens
     o_base, l_base, stride_os, stride_ls, window_left, window_right, write_lse, qk_scale = out_args
@@ -245,7 +276,7 @@ def _attend(desc_q, desc_k, desc_v, Out, Lse, rows, lens, out_args, BLOCK_M: gl.
         (o_base, l_base, stride_os, stride_ls, start_m, q_len, k_len, window_left, window_right, write_lse, qk_scale),
         blocks,
     )
-    load_args = (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, bars, (q_row + start_m, head, k_row, head_k, batch),
+    load_args = (desc_q, desc_k, values, q_smem, k_smem, v_smem, bars, (q_row + start_m, head, k_row, head_k, batch),
                  blocks)  # fmt: skip
     # registers per thread: the kernel's maxnreg (ws_maxnreg in attention.py) times the warpgroups, shared out
     if CONSUMERS == 2:
@@ -269,15 +300,13 @@ def _attend(desc_q, desc_k, desc_v, Out, Lse, rows, lens, out_args, BLOCK_M: gl.
 
 @gluon.jit
 def attn_fwd_ws(
-    Q,
-    K,
+    desc_q,
+    desc_k,
     V,
     Out,
     Lse,
     CuSeqlensQ,
     CuSeqlensK,
-    stride_qs,
-    stride_ks,
     stride_vs,
     stride_ob,
     stride_os,
@@ -285,8 +314,6 @@ def attn_fwd_ws(
     stride_lb,
     stride_lh,
     stride_ls,
-    rows_q,
-    rows_k,
     seqlen_q,
     seqlen_k,
     heads,
@@ -303,8 +330,11 @@ def attn_fwd_ws(
     STAGES: gl.constexpr,
     PDL: gl.constexpr = False,
 ):
-    """Packed (varlen) sequences: each program makes its descriptors in Triton's global scratch, bounded at its
-    sequence's last row (TMA reads zeros past it, never the next sequence's rows)."""
+    """Packed (varlen) sequences. The launcher's 2-D query and key descriptors span every sequence: rows a program
+    reads past its sequence's end are query rows it never stores and keys its mask hides (NaN included: masked
+    scores are replaced, not scaled). Values are not masked (P = 0 times a NaN value is NaN), so the loader makes
+    the value descriptor, bounded at the sequence's last key, in Triton's global scratch."""
+    gl.static_assert(desc_k.block_type.shape[0] == BLOCK_N and desc_k.block_type.shape[1] == BLOCK_D, "key boxes")
     if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
         gdc_wait()
     start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
@@ -327,18 +357,12 @@ def attn_fwd_ws(
         k_len = seqlen_k
         k_row = batch * seqlen_k
     if start_m < q_len:
-        tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-        desc_q = tma.make_tensor_descriptor(Q, [q_row + q_len, heads * BLOCK_D], [stride_qs, 1], [WG_ROWS, BLOCK_D],
-                                            tile)  # fmt: skip
-        desc_k = tma.make_tensor_descriptor(K, [k_row + k_len, heads_k * BLOCK_D], [stride_ks, 1], [BLOCK_N, BLOCK_D],
-                                            tile)  # fmt: skip
-        desc_v = tma.make_tensor_descriptor(V, [k_row + k_len, heads_k * BLOCK_D], [stride_vs, 1], [BLOCK_N, BLOCK_D],
-                                            tile)  # fmt: skip
         # dense outputs index rows within their batch element (q_start 0), packed ones from the sequence's start
         o_base = batch.to(gl.int64) * stride_ob + q_start.to(gl.int64) * stride_os + head.to(gl.int64) * stride_oh
         l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh + q_start.to(gl.int64) * stride_ls
         out_args = (o_base, l_base, stride_os, stride_ls, window_left, window_right, write_lse, qk_scale)
-        _attend(desc_q, desc_k, desc_v, Out, Lse, (q_row, k_row, batch, head, head_k, start_m), (q_len, k_len),
+        values = (V, stride_vs, k_row + k_len, heads_k * BLOCK_D)
+        _attend(desc_q, desc_k, values, Out, Lse, (q_row, k_row, batch, head, head_k, start_m), (q_len, k_len),
                 out_args, BLOCK_M, STAGES)  # fmt: skip
 
 
@@ -383,5 +407,5 @@ def attn_fwd_ws_dense(
     o_base = batch.to(gl.int64) * stride_ob + head.to(gl.int64) * stride_oh
     l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh
     out_args = (o_base, l_base, stride_os, stride_ls, window_left, window_right, write_lse, qk_scale)
-    _attend(desc_q, desc_k, desc_v, Out, Lse, (0, 0, batch, head, head_k, start_m), (seqlen_q, seqlen_k), out_args,
-            BLOCK_M, STAGES)  # fmt: skip
+    _attend(desc_q, desc_k, (desc_v,), Out, Lse, (0, 0, batch, head, head_k, start_m), (seqlen_q, seqlen_k),
+            out_args, BLOCK_M, STAGES)  # fmt: skip

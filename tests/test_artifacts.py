@@ -152,18 +152,19 @@ def test_manifest_records_what_a_variant_needs():
 
 
 def test_host_descriptor_variants_record_their_encoding():
-    """attn_fwd_ws_dense's three descriptors: 3-D boxes of one batch element, rows of at most 128 bytes (the
-    128-byte swizzle's limit: wider heads take two copies), 16-bit elements; no variant without descriptor arguments
-    records any."""
-    dense = [v for v in MANIFEST["variants"] if v["kernel"] == "attn_fwd_ws_dense"]
-    assert all(not v["tma_descriptors"] for v in MANIFEST["variants"] if v["kernel"] != "attn_fwd_ws_dense")
-    if "sm_90a" in MANIFEST["archs"]:
-        assert dense
-    for v in dense:
-        block_n, dim = v["constexprs"]["BLOCK_N"], v["keys"]["BLOCK_D"]
-        assert [d["arg"] for d in v["tma_descriptors"]] == ["desc_q", "desc_k", "desc_v"]
+    """The Hopper prefill kernels' host descriptors: attn_fwd_ws_dense's three 3-D ones (boxes of one batch
+    element), attn_fwd_ws's 2-D query and key ones; rows of at most 128 bytes (the 128-byte swizzle's limit: wider
+    heads take two copies) of 16-bit elements. No other kernel records any."""
+    kernels = {"attn_fwd_ws_dense": ["desc_q", "desc_k", "desc_v"], "attn_fwd_ws": ["desc_q", "desc_k"]}
+    assert all(not v["tma_descriptors"] for v in MANIFEST["variants"] if v["kernel"] not in kernels)
+    hopper = [v for v in MANIFEST["variants"] if v["kernel"] in kernels]
+    assert bool(hopper) == ("sm_90a" in MANIFEST["archs"])
+    for v in hopper:
+        block_n, dim = v["constexprs"]["BLOCK_N"], min(v["keys"]["BLOCK_D"], 64)
+        lead = [1] if v["kernel"] == "attn_fwd_ws_dense" else []
+        assert [d["arg"] for d in v["tma_descriptors"]] == kernels[v["kernel"]]
         boxes = [d["block_size"] for d in v["tma_descriptors"]]
-        assert boxes == [[1, 64, min(dim, 64)], [1, block_n, min(dim, 64)], [1, block_n, min(dim, 64)]]
+        assert boxes == [lead + [64, dim]] + [lead + [block_n, dim]] * (len(boxes) - 1)
         assert all(d["elem_size"] == 2 and d["swizzle"] == 3 for d in v["tma_descriptors"])
 
 

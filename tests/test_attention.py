@@ -110,8 +110,9 @@ def test_flash_attn_options(request, rng, where, option, dim):
 @pytest.mark.parametrize("dim", [64, 128])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_flash_attn_layouts(rng, poison, dtype, dim):
-    """The same attention from three layouts: contiguous and qkv-packed (heads side by side: Hopper's TMA kernel) and
-    heads-major views (the general kernel), causal and not, GQA 4, a window, and lse."""
+    """The same attention from four layouts: contiguous, qkv-packed and sliced from longer sequences (heads side by
+    side: Hopper's TMA kernel, whose descriptors stop at each batch element's sequence) and heads-major views (the
+    general kernel), causal and not, GQA 4, a window, and lse."""
     import torch
 
     batch, seqlen, heads, heads_k = 2, 300, 8, 2
@@ -119,9 +120,11 @@ def test_flash_attn_layouts(rng, poison, dtype, dim):
     packed = qkv.split([heads, heads_k, heads_k], dim=2)
     contiguous = [x.contiguous() for x in packed]
     heads_major = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in packed]
+    sliced = [torch.cat([x, torch.full_like(x[:, :20], float("nan"))], dim=1)[:, :seqlen] for x in contiguous]
+    layouts = (("contiguous", contiguous), ("packed", packed), ("sliced", sliced), ("heads-major", heads_major))
     for causal, window in ((False, (-1, -1)), (True, (-1, -1)), (False, (100, 3))):
         ref, ref_lse = attention64(*(host(x) for x in packed), causal, None, window, with_lse=True)
-        for name, (q, k, v) in (("contiguous", contiguous), ("packed", packed), ("heads-major", heads_major)):
+        for name, (q, k, v) in layouts:
             out, lse = xopsaot.flash_attn(q, k, v, causal=causal, window_size=window, return_lse=True)
             note_variant("gpu")
             what = f"{name} causal={causal} window={window}"
@@ -176,6 +179,28 @@ def test_flash_attn_varlen(request, rng, where, option):
             if qs.stop > qs.start:
                 assert_close(ho[qs], ref[0], dtype, f"sequence {b}")
                 assert_lse_close(hl[:, qs], ref_lse[0], 2e-2, f"sequence {b} lse")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", [64, 128])
+def test_flash_attn_varlen_sequences_stay_apart(rng, dim):
+    """A packed sequence of NaN between others (lengths off the tiles' edges): the Hopper kernel's query and key
+    copies run past a sequence's end into the next one, so nothing of it may reach its neighbours' outputs."""
+    import torch
+
+    lengths = [100, 77, 130, 1]
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    q, k, v = (torch.randn(int(cu[-1]), 4, dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for x in (q, k, v):
+        x[cu[1] : cu[2]] = float("nan")
+    for causal in (False, True):
+        out = xopsaot.flash_attn_varlen(q, k, v, ints(cu, "gpu"), ints(cu, "gpu"), 130, 130, causal=causal)
+        note_variant("gpu")
+        hq, hk, hv, ho = host(q), host(k), host(v), host(out)
+        for b, qs in varlen_pieces(cu):
+            if b != 1:
+                ref = attention64(hq[None, qs], hk[None, qs], hv[None, qs], causal)
+                assert_close(ho[qs], ref[0], "bfloat16", f"sequence {b}, causal={causal}")
 
 
 @pytest.mark.gpu

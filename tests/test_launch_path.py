@@ -613,33 +613,44 @@ def test_a_failed_descriptor_encoding_is_reported(fake_driver):
 
 
 @needs_sm90
-def test_hopper_varlen_prefill_makes_descriptors_in_global_scratch(fake_driver):
-    """Packed (varlen) prefill goes to attn_fwd_ws, which makes its descriptors per sequence in Triton's global
-    scratch: allocated per launch (stream-ordered) and freed after it."""
+def test_hopper_varlen_prefill_takes_query_and_key_descriptors(fake_driver):
+    """Packed (varlen) prefill goes to attn_fwd_ws: 2-D descriptors over every sequence's queries and keys from the
+    launcher, and the values' descriptor (bounded per sequence) made by each program in Triton's global scratch,
+    allocated per launch (stream-ordered) and freed after it."""
     r = scenario(
         fake_driver,
         f"""
-        fake.fake_cuda_expect_params(30)
+        fake.fake_cuda_expect_params(40)
         q = tensor((600, 8, 128), ptr={A})
         k = tensor((154, 2, 128), ptr={B})
         out = tensor((600, 8, 128), ptr={C})
         cu_q, cu_k = tensor((3,), "int32", ptr={D}), tensor((3,), "int32", ptr={D} + 64)
         _library.call("xopsaot_flash_attn_varlen", (q, k, k, cu_q, cu_k, out, None, None), 300, 77,
                       options(0.125, causal=1), 0)
-        emit(launch=launches()[0], count=len(launches()), allocs=fake.fake_cuda_alloc_count(),
+        emit(launch=launches()[0], count=len(launches()), maps=tensor_maps(), allocs=fake.fake_cuda_alloc_count(),
              frees=fake.fake_cuda_free_count())
     """,
     )
     launch, variant = r["launch"], r["launch"]["variant"]
     assert r["count"] == 1 and variant["kernel"] == "attn_fwd_ws" and variant["keys"] == {"BLOCK_D": 128}
     assert launch["grid"] == [-(-300 // variant["constexprs"]["BLOCK_M"]), 8, 2]  # the longest sequence's blocks
+    block_n = variant["constexprs"]["BLOCK_N"]
+    fp16, swizzle_128b = 6, 3
+    assert r["maps"] == [
+        {"address": A, "dims": [8 * 128, 600], "strides": [8 * 128 * 2], "box": [64, 64], "dtype": fp16,
+         "swizzle": swizzle_128b, "oob_fill": 0},
+        {"address": B, "dims": [2 * 128, 154], "strides": [2 * 128 * 2], "box": [64, block_n], "dtype": fp16,
+         "swizzle": swizzle_128b, "oob_fill": 0},
+    ]  # fmt: skip
+    p = [x & 0xFFFFFFFF if i % 5 in (1, 2) and i < 10 else x for i, x in enumerate(launch["params"])]
+    assert p[:10] == [A, 600, 8 * 128, 8 * 128, 1, B, 154, 2 * 128, 2 * 128, 1]  # the maps, dims, strides
+    assert p[10:16] == [B, C, 0, D, D + 64, 2 * 128]  # values, out, no lse, cu_seqlens, the values' row stride
+    ints = [struct.unpack("<i", struct.pack("<I", x & 0xFFFFFFFF))[0] for x in p[22:28]]
+    assert ints == [300, 77, 8, 2, 1, 1]  # longest lengths, heads, packed q and k
     scratch = variant["hidden_args"][0]["size_per_program"]
-    assert scratch > 0
-    p = decode(launch["params"], "attn_fwd_ws")
-    assert p[:7] == [A, B, B, C, 0, D, D + 64] and p[7:10] == [8 * 128, 2 * 128, 2 * 128]  # row strides
-    assert p[16:24] == [600, 154, 300, 77, 8, 2, 1, 1]  # rows of q and k, longest lengths, heads, packed q and k
+    assert scratch == 128  # the values' descriptor
     programs = launch["grid"][0] * 8 * 2
-    assert p[28] == 0xABC000000 + programs * scratch and p[29] == 0  # global scratch; no profile scratch
+    assert p[32] == 0xABC000000 + programs * scratch and p[33] == 0 and len(p) == 34  # global scratch, no profile
     assert r["allocs"] == 1 and r["frees"] == 1
 
 

@@ -153,23 +153,29 @@ static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options 
   for (int i = 0; i < 3; ++i) {
     const xopsaot_tensor *t = all[i];
     if (t->strides[t->ndim - 2] != p->head_dim) return 0;
-    if (!p->varlen && t->shape[0] > 1 && t->strides[0] != seqlen[i] * t->strides[1]) return 0;
     if ((p->varlen ? t->shape[0] : p->batch * seqlen[i]) > INT32_MAX) return 0;
   }
   return 1;
 }
 
-/* t (batch, seqlen, heads, head_dim) as a 3-D descriptor over (batch, seqlen, heads x head_dim), if TMA can take
- * it: a 16-byte aligned base and strides of whole 16-byte units. */
+/* Whether TMA takes d: a 16-byte aligned base, strides of whole 16-byte units (the last one 1), and each dim
+ * clear of the next one's rows (no overlapping or broadcast views). */
+static int tma_takes(const xo_tma_desc *d, int64_t elem_size) {
+  const int64_t unit = 16 / elem_size;
+  for (int i = 0; i + 1 < d->rank; ++i)
+    if (d->strides[i] % unit != 0 || (d->shape[i] > 1 && d->strides[i] < d->shape[i + 1] * d->strides[i + 1]))
+      return 0;
+  return (uintptr_t)d->base % 16 == 0;
+}
+
+/* t (batch, seqlen, heads, head_dim) as a 3-D descriptor over (batch, seqlen, heads x head_dim). */
 static int dense_view(const xopsaot_tensor *t, xo_tma_desc *d) {
-  const int64_t rows = t->shape[1], width = t->shape[2] * t->shape[3];
-  *d = (xo_tma_desc){.base = t->data, .rank = 3, .shape = {t->shape[0], rows, width}};
+  const int64_t rows = t->shape[1];
+  *d = (xo_tma_desc){.base = t->data, .rank = 3, .shape = {t->shape[0], rows, t->shape[2] * t->shape[3]}};
   d->strides[0] = t->shape[0] > 1 ? t->strides[0] : rows * t->strides[1]; /* a lone batch element's is unused */
   d->strides[1] = t->strides[1];
   d->strides[2] = 1;
-  const int64_t unit = 16 / xo_dtype_size(t->dtype);
-  return (uintptr_t)t->data % 16 == 0 && d->strides[0] % unit == 0 && d->strides[1] % unit == 0 &&
-         rows <= INT32_MAX && width <= INT32_MAX && t->shape[0] <= INT32_MAX;
+  return tma_takes(d, xo_dtype_size(t->dtype));
 }
 
 /* Dense batches: attn_fwd_ws_dense, whose descriptors the launcher makes on the host. */
@@ -192,20 +198,33 @@ static int run_tma_dense(const attn_problem *p, const xopsaot_attention_options 
   return 1;
 }
 
+/* Whether t's rows are tokens one after the other: packed (varlen) tensors, or dense batch elements that follow
+ * each other. */
+static int stacked(const xopsaot_tensor *t, int packed) {
+  return packed || t->shape[0] == 1 || t->strides[0] == t->shape[1] * t->strides[1];
+}
+
+/* t's (tokens, heads x head_dim) rows as a 2-D descriptor. */
+static int token_rows(const xopsaot_tensor *t, int packed, xo_tma_desc *d) {
+  const int s = packed ? 0 : 1; /* the sequence dim */
+  if (!stacked(t, packed)) return 0;
+  const int64_t rows = packed ? t->shape[0] : t->shape[0] * t->shape[1];
+  *d = (xo_tma_desc){.base = t->data, .rank = 2, .shape = {rows, t->shape[s + 1] * t->shape[s + 2]},
+                     .strides = {t->strides[s], 1}};
+  return tma_takes(d, xo_dtype_size(t->dtype));
+}
+
 static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
                               int32_t window_right, int *launched, void *stream) {
   xopsaot_status st = XOPSAOT_SUCCESS;
   if (!p->varlen && (*launched = run_tma_dense(p, o, window_left, window_right, &st, stream))) return st;
-  const int s = p->varlen ? 0 : 1; /* the sequence dim */
   xk_attn_fwd_ws_args a = {
-      .Q = p->q->data, .K = p->k->data, .V = p->v->data, .Out = p->out->data,
+      .V = p->v->data, .Out = p->out->data,
       .Lse = p->lse ? p->lse->data : NULL,
       .CuSeqlensQ = p->cu_q ? p->cu_q->data : NULL, .CuSeqlensK = p->cu_k ? p->cu_k->data : NULL,
-      .stride_qs = p->q->strides[s], .stride_ks = p->k->strides[s], .stride_vs = p->v->strides[s],
+      .stride_vs = p->v->strides[p->varlen ? 0 : 1],
       .stride_ob = p->o_strides[0], .stride_os = p->o_strides[1], .stride_oh = p->o_strides[2],
       .stride_lb = p->lse_strides[0], .stride_lh = p->lse_strides[2], .stride_ls = p->lse_strides[1],
-      .rows_q = (int32_t)(p->varlen ? p->q->shape[0] : p->batch * p->seqlen_q),
-      .rows_k = (int32_t)(p->varlen ? p->k->shape[0] : p->batch * p->seqlen_k),
       .seqlen_q = (int32_t)p->seqlen_q, .seqlen_k = (int32_t)p->seqlen_k,
       .heads = (int32_t)p->heads, .heads_k = (int32_t)p->heads_k,
       .varlen_q = p->cu_q != NULL, .varlen_k = p->cu_k != NULL,
@@ -214,7 +233,9 @@ static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_opt
       .batch = (int32_t)p->batch,
   };
   xk_attn_fwd_ws_keys keys = {p->q->dtype, (int32_t)p->head_dim};
-  *launched = xo_can_launch(&xk_attn_fwd_ws, &keys.T, &a, p->q->device);
+  *launched = token_rows(p->q, p->varlen, &a.desc_q) && token_rows(p->k, p->varlen, &a.desc_k) &&
+              stacked(p->v, p->varlen) &&
+              xo_can_launch(&xk_attn_fwd_ws, &keys.T, &a, p->q->device);
   return *launched ? xo_launch(&xk_attn_fwd_ws, &keys.T, &a, p->q->device, stream) : XOPSAOT_SUCCESS;
 }
 
