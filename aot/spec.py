@@ -74,6 +74,7 @@ class Arg:
 
 
 DESCRIPTOR = "desc:"  # the type prefix of a host TMA descriptor argument (tensor_desc)
+MAX_DESCRIPTORS = 4  # per kernel: csrc/runtime.h's XO_MAX_TMA_ARGS
 
 
 def ptr(name: str, dtype: str, aligned: bool = True) -> Arg:
@@ -212,10 +213,13 @@ class Kernel:
             bad = [v for v in self.keys[axis] if v not in DTYPES]
             if bad:
                 raise ValueError(f"{self.name}: dtype axis {axis} has unknown dtypes {bad}")
+        if sum(a.is_descriptor for a in self.args) > MAX_DESCRIPTORS:
+            raise ValueError(f"{self.name}: at most {MAX_DESCRIPTORS} descriptor arguments (XO_MAX_TMA_ARGS)")
         for a in self.args:
             base = a.base_type
-            if a.is_descriptor and (base not in self.keys or not a.block or a.aligned):
-                raise ValueError(f"{self.name}: descriptor {a.name} needs a dtype axis and a block, and no hint")
+            if a.is_descriptor and (base not in self.keys or not 1 <= len(a.block) <= 5 or a.aligned):
+                raise ValueError(f"{self.name}: descriptor {a.name} needs a dtype axis, a block of rank 1 to 5, "
+                                 "and no hint")  # fmt: skip
             if base not in SCALAR_TYPES + DTYPES and base not in self.keys:
                 raise ValueError(f"{self.name}: argument {a.name} has unknown type {a.type}")
             if a.name not in jit_names:

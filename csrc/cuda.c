@@ -318,8 +318,8 @@ static xopsaot_status cuda_encode_tma(const xo_tma_meta *m, const xo_tma_desc *d
                                    (CUtensorMapSwizzle)m->swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "cuTensorMapEncodeTiled");
-  /* As Triton 3.9's launcher does (after CUTLASS): drivers up to 13.1 mark a tensor spanning under 128 KiB with a
-   * flag (bit 21 of the descriptor's second word) that the copies must not see. */
+  /* A workaround Triton 3.9's launcher applies after CUTLASS's, kept as it is: with drivers up to 13.1, a tensor
+   * spanning under 128 KiB gets bit 21 of the descriptor's second word cleared. */
   int version = 0;
   if (cu.driver_get_version && cu.driver_get_version(&version) == CUDA_SUCCESS && version <= 13010 &&
       span + 1 < 128 * 1024)

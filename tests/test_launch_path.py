@@ -597,6 +597,27 @@ def test_hopper_prefill_takes_host_tensor_descriptors(fake_driver):
 
 
 @needs_sm90
+def test_prefill_without_keys_skips_the_tma_kernels(fake_driver):
+    """Batches without keys (packed ones whose key sequences are all empty, dense ones of no key) have no rows TMA
+    could describe: they take the general kernel, whose rows with no visible key come out as zeros."""
+    r = scenario(
+        fake_driver,
+        f"""
+        q = tensor((64, 8, 128), ptr={A})
+        k = tensor((0, 2, 128), ptr={B})
+        cu_q, cu_k = tensor((3,), "int32", ptr={D}), tensor((3,), "int32", ptr={D} + 64)
+        packed = error_of(_library.call, "xopsaot_flash_attn_varlen", (q, k, k, cu_q, cu_k, q, None, None), 40, 0,
+                          options(0.125), 0)
+        q, k = tensor((2, 64, 8, 128), ptr={A}), tensor((2, 0, 2, 128), ptr={B})
+        dense = error_of(_library.call, "xopsaot_flash_attn", (q, k, k, q, None, None), options(0.125), 0)
+        emit(errors=[packed, dense], kernels=[x["kernel"] for x in launches()], maps=fake.fake_cuda_tensor_map_count())
+    """,
+    )
+    assert r["errors"] == [None, None] and r["maps"] == 0
+    assert r["kernels"] == ["attn_fwd", "attn_fwd"]
+
+
+@needs_sm90
 def test_a_failed_descriptor_encoding_is_reported(fake_driver):
     """A driver that fails to encode a descriptor is reported, naming the call; nothing is launched."""
     r = scenario(

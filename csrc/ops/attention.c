@@ -158,10 +158,12 @@ static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options 
   return 1;
 }
 
-/* Whether TMA takes d: a 16-byte aligned base, strides of whole 16-byte units (the last one 1), and each dim
- * clear of the next one's rows (no overlapping or broadcast views). */
+/* Whether TMA takes d: no empty dim, a 16-byte aligned base, strides of whole 16-byte units (the last one 1), and
+ * each dim clear of the next one's rows (no overlapping or broadcast views). */
 static int tma_takes(const xo_tma_desc *d, int64_t elem_size) {
   const int64_t unit = 16 / elem_size;
+  for (int i = 0; i < d->rank; ++i)
+    if (d->shape[i] < 1) return 0;
   for (int i = 0; i + 1 < d->rank; ++i)
     if (d->strides[i] % unit != 0 || (d->shape[i] > 1 && d->strides[i] < d->shape[i + 1] * d->strides[i + 1]))
       return 0;
