@@ -366,24 +366,32 @@ typedef struct xo_tma_param {
 
 #define XO_MAX_PARAMS (XO_MAX_ARGS + 2 * XO_MAX_TMA_ARGS * XO_MAX_TMA_RANK + 3)
 
+int xo_tma_unfit(const xo_tma_desc *d, int64_t elem_size) {
+  for (int i = 0; i < d->rank; ++i)
+    if (d->shape[i] <= 0 || d->shape[i] > INT32_MAX || d->strides[i] < 0 ||
+        (i + 1 < d->rank ? d->strides[i] * elem_size % 16 != 0 : d->strides[i] != 1))
+      return i;
+  return (uintptr_t)d->base % 16 != 0 ? d->rank : -1;
+}
+
 static xopsaot_status tma_param(const xo_variant *v, int t, const xo_arg *a, const xo_tma_desc *d, xo_tma_param *p) {
   const xo_tma_meta *m = &v->tma[t];
   if (d->rank != m->rank)
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: descriptor %s has rank %d; the kernel takes %d", v->label,
                    a->name, (int)d->rank, (int)m->rank);
+  const int unfit = xo_tma_unfit(d, m->elem_size);
+  if (unfit == m->rank)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: descriptor %s: base %p is not 16-byte aligned", v->label,
+                   a->name, d->base);
+  if (unfit >= 0)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                   "%s: descriptor %s: dim %d (size %lld, stride %lld) is not what TMA takes (positive sizes, "
+                   "16-byte strides, the last one 1)",
+                   v->label, a->name, unfit, (long long)d->shape[unfit], (long long)d->strides[unfit]);
   for (int i = 0; i < m->rank; ++i) {
-    if (d->shape[i] <= 0 || d->shape[i] > INT32_MAX || d->strides[i] < 0 ||
-        (i + 1 < m->rank ? d->strides[i] * m->elem_size % 16 != 0 : d->strides[i] != 1))
-      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
-                     "%s: descriptor %s: dim %d (size %lld, stride %lld) is not what TMA takes (positive sizes, "
-                     "16-byte strides, the last one 1)",
-                     v->label, a->name, i, (long long)d->shape[i], (long long)d->strides[i]);
     p->shape[i] = (int32_t)d->shape[i];
     p->strides[i] = d->strides[i];
   }
-  if ((uintptr_t)d->base % 16 != 0)
-    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: descriptor %s: base %p is not 16-byte aligned", v->label,
-                   a->name, d->base);
   return drv->encode_tma(m, d, p->map);
 }
 

@@ -26,6 +26,10 @@ typedef struct xo_tma_desc {
   int64_t strides[XO_MAX_TMA_RANK];
 } xo_tma_desc;
 
+/* The first dim of d that TMA cannot take (a size outside [1, 2^31), a stride that is negative or not a whole
+ * number of 16-byte units, the last one not 1), d->rank if its base is not 16-byte aligned, or -1 if it takes d. */
+int xo_tma_unfit(const xo_tma_desc *d, int64_t elem_size) XO_INTERNAL;
+
 /* How a variant's descriptor argument is encoded, from the compiled kernel's metadata (tensordesc_meta). */
 typedef struct xo_tma_meta {
   uint8_t elem_type; /* CUtensorMapDataType */

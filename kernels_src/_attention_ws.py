@@ -299,6 +299,15 @@ def _attend(desc_q, desc_k, values, Out, Lse, rows, lens, out_args, BLOCK_M: gl.
 
 
 @gluon.jit
+def _program(heads, heads_k, BLOCK_M: gl.constexpr):
+    """A program's first query row within its sequence (the last row blocks, which see the most keys, first), its
+    head, batch element and key head."""
+    start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
+    head = gl.program_id(1)
+    return start_m, head, gl.program_id(2), head // (heads // heads_k)
+
+
+@gluon.jit
 def attn_fwd_ws(
     desc_q,
     desc_k,
@@ -337,10 +346,7 @@ def attn_fwd_ws(
     gl.static_assert(desc_k.block_type.shape[0] == BLOCK_N and desc_k.block_type.shape[1] == BLOCK_D, "key boxes")
     if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
         gdc_wait()
-    start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
-    head = gl.program_id(1)
-    batch = gl.program_id(2)
-    head_k = head // (heads // heads_k)
+    start_m, head, batch, head_k = _program(heads, heads_k, BLOCK_M)
     if varlen_q != 0:
         q_start = gl.load(CuSeqlensQ + batch)
         q_len = gl.load(CuSeqlensQ + batch + 1) - q_start
@@ -400,10 +406,7 @@ def attn_fwd_ws_dense(
     gl.static_assert(desc_k.block_type.shape[1] == BLOCK_N and desc_k.block_type.shape[2] == BLOCK_D, "key boxes")
     if PDL:
         gdc_wait()
-    start_m = (gl.num_programs(0) - 1 - gl.program_id(0)) * BLOCK_M
-    head = gl.program_id(1)
-    batch = gl.program_id(2)
-    head_k = head // (heads // heads_k)
+    start_m, head, batch, head_k = _program(heads, heads_k, BLOCK_M)
     o_base = batch.to(gl.int64) * stride_ob + head.to(gl.int64) * stride_oh
     l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh
     out_args = (o_base, l_base, stride_os, stride_ls, window_left, window_right, write_lse, qk_scale)

@@ -521,6 +521,18 @@ def aligned_stride(name: str) -> object:
     return i64(name, aligned=True, divisor=8)
 
 
+# What the two Hopper prefill kernels (attn_fwd_ws for packed batches, attn_fwd_ws_dense) share: their selection keys,
+# grid (a program per BLOCK_M query rows of one head), tiles and target.
+HOPPER_PREFILL = dict(
+    keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128]},
+    grid_args=[i32("batch")],
+    grid=["cdiv(seqlen_q, BLOCK_M)", "heads", "batch"],
+    configs=ws_configs,
+    aligned=ALIGNED_ONLY,
+    targets=lambda target: target.backend == "cuda" and target.arch == 90,
+)
+
+
 KERNELS = [
     Kernel(
         fn=attn_fwd,
@@ -605,12 +617,7 @@ KERNELS = [
             i32("write_lse"),
             f32("qk_scale"),
         ],
-        keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128]},
-        grid_args=[i32("batch")],
-        grid=["cdiv(seqlen_q, BLOCK_M)", "heads", "batch"],
-        configs=ws_configs,
-        aligned=ALIGNED_ONLY,
-        targets=lambda target: target.backend == "cuda" and target.arch == 90,
+        **HOPPER_PREFILL,
     ),
     Kernel(
         fn=attn_fwd_ws_dense,
@@ -634,12 +641,7 @@ KERNELS = [
             i32("write_lse"),
             f32("qk_scale"),
         ],
-        keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128]},
-        grid_args=[i32("batch")],
-        grid=["cdiv(seqlen_q, BLOCK_M)", "heads", "batch"],
-        configs=ws_configs,
-        aligned=ALIGNED_ONLY,
-        targets=lambda target: target.backend == "cuda" and target.arch == 90,
+        **HOPPER_PREFILL,
     ),
     Kernel(
         fn=attn_combine,

@@ -158,16 +158,13 @@ static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options 
   return 1;
 }
 
-/* Whether TMA takes d: no empty dim, a 16-byte aligned base, strides of whole 16-byte units (the last one 1), and
- * each dim clear of the next one's rows (no overlapping or broadcast views). */
+/* Whether the kernels take d: TMA must (xo_tma_unfit; an empty dim, as in a batch without keys, it cannot), and
+ * each dim must lie clear of the next one's rows (no overlapping or broadcast views). */
 static int tma_takes(const xo_tma_desc *d, int64_t elem_size) {
-  const int64_t unit = 16 / elem_size;
-  for (int i = 0; i < d->rank; ++i)
-    if (d->shape[i] < 1) return 0;
+  if (xo_tma_unfit(d, elem_size) >= 0) return 0;
   for (int i = 0; i + 1 < d->rank; ++i)
-    if (d->strides[i] % unit != 0 || (d->shape[i] > 1 && d->strides[i] < d->shape[i + 1] * d->strides[i + 1]))
-      return 0;
-  return (uintptr_t)d->base % 16 == 0;
+    if (d->shape[i] > 1 && d->strides[i] < d->shape[i + 1] * d->strides[i + 1]) return 0;
+  return 1;
 }
 
 /* t (batch, seqlen, heads, head_dim) as a 3-D descriptor over (batch, seqlen, heads x head_dim). */
