@@ -1,14 +1,16 @@
 """Hopper prefill with warp specialization (FA3's plan), written in Gluon, Triton's lower-level front end: Triton
 3.9 compiles it for sm_90 ahead of time, where `tl.range(warp_specialize=True)` specializes nothing on sm_90.
 
-A program owns BLOCK_M query rows of one head: a consumer warpgroup per 64 rows (two, or three for head dim 64),
-plus a one-warp partition that streams the program's key and value blocks through TMA into a ring of shared-
-memory stages the consumers share. Barriers per stage: `ready` (the TMA's bytes landed) and `empty` (every
-consumer's product that read the stage is done: one arrival each). Within a consumer, block i+1's QK^T runs on
-the tensor cores while block i's output is rescaled and its PV issued, and block i+1's softmax runs during that
-PV; the consumers drift apart, so one's softmax also fills the others' products. The registers a product in
-flight reads or writes are never touched before its wait: ptxas would otherwise serialize every wgmma of the
-kernel (its C7513/C7514 notes), which cost 20-30% in the first version (h100-2026-11-24-experiments.md).
+A program owns BLOCK_M query rows of one head: a consumer warpgroup per 64 rows (two, or three for head dim 64), plus
+a one-warp partition that streams the program's key and value blocks through TMA into a ring of shared-memory stages
+the consumers share, in _block_start's order. Barriers per stage: `ready` (the TMA's bytes landed) and `empty` (every
+consumer's product that read the stage is done: one arrival each). Each consumer computes only the blocks its own 64
+rows see, masks only those its rows do not see whole, and releases the stages of the others unread: under causality
+the first rows skip the keys past their diagonal (head dim 64 at 4k tokens, causal: 8-15% faster,
+h100-2026-11-24-experiments.md, stop 26). Within a consumer, block i+1's QK^T and block i's PV run on the tensor cores
+while block i+1's softmax runs; the consumers drift apart, so one's softmax also fills the others' products. The
+registers a product in flight reads or writes are never touched before its wait: ptxas would otherwise serialize every
+wgmma of the kernel (its C7513/C7514 notes), which cost 20-30% in the first version (h100-2026-11-24-experiments.md).
 
 Arguments, grid and semantics are those of the general kernel's dense and varlen prefill (attention.py): windows,
 causality (bottom-right), varlen, lse; head_dim == BLOCK_D, no softcap or ALiBi, a positive scale, one key slice.
@@ -43,19 +45,6 @@ def _wgmma_layout(n):
 
 
 @gluon.jit
-def _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N: gl.constexpr):
-    """First key of the i-th block a program visits: the masked blocks (those before the full ones, then those
-    after), then the full ones."""
-    if i < n_lead:
-        start = begin + i * BLOCK_N
-    elif i < n_masked:
-        start = u_hi + (i - n_lead) * BLOCK_N
-    else:
-        start = u_lo + (i - n_masked) * BLOCK_N
-    return start
-
-
-@gluon.jit
 def _tma_rows(desc, batch, row, col, bar, dest):
     """TMA the rows [row, row + rows of dest) of columns [col, col + width) into dest: through a 2-D descriptor over
     (tokens, heads x headdim), or a 3-D one over (batch, sequence, heads x headdim) that bounds each batch element."""
@@ -76,26 +65,47 @@ def _load_queries(desc_q, q_smem, q_bar, coords):
 
 
 @gluon.jit
+def _block_start(blocks, i, BLOCK_N: gl.constexpr):
+    """The first key of the i-th block the program streams: the blocks past the full ones (the diagonal's, under
+    causality) from the last, then the full ones from the first, then those before them (a window's left edge) from
+    the last. Each consumer's blocks are then one run of the stream: under causality the first rows, whose diagonal
+    comes earlier, skip the stream's first blocks; under a window the last rows skip its last."""
+    u_lo, u_hi, n_trail, n_full, n_total = blocks
+    if i < n_trail:
+        start = u_hi + (n_trail - 1 - i) * BLOCK_N
+    elif i < n_trail + n_full:
+        start = u_lo + (i - n_trail) * BLOCK_N
+    else:
+        start = u_lo - (i - n_trail - n_full + 1) * BLOCK_N
+    return start
+
+
+@gluon.jit
+def _wait_empty(empty, i, STAGES: gl.constexpr):
+    """Wait until every consumer is done with the block before the i-th in its stage (a fresh barrier counts as
+    having completed the phase before 0, so the first lap does not wait)."""
+    mbarrier.wait(empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)
+
+
+@gluon.jit
 def _load_block(desc, smem, ready, empty, coords, blocks, i):
     """TMA the program's i-th key or value block (of desc) into its stage of smem's ring."""
     STAGES: gl.constexpr = smem.type.shape[0]
     BLOCK_N: gl.constexpr = smem.type.shape[1]
     BLOCK_D: gl.constexpr = smem.type.shape[2]
     q_row, head, k_row, head_k, batch = coords
-    n_lead, n_masked, n_total, begin, u_lo, u_hi = blocks
     stage = i % STAGES
-    # a fresh barrier counts as having completed the phase before 0, so the first lap does not wait
-    mbarrier.wait(empty.index(stage), ((i // STAGES) & 1) ^ 1)
+    _wait_empty(empty, i, STAGES)
     mbarrier.expect(ready.index(stage), desc.block_type.nbytes)
-    start_n = _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N)
-    _tma_rows(desc, batch, k_row + start_n, head_k * BLOCK_D, ready.index(stage), smem.index(stage))
+    _tma_rows(desc, batch, k_row + _block_start(blocks, i, BLOCK_N), head_k * BLOCK_D, ready.index(stage),
+              smem.index(stage))  # fmt: skip
 
 
 @gluon.jit
 def _load_kv(desc_k, desc_v, k_smem, v_smem, bars, coords, blocks, first):
     """The key and value blocks from the first-th on, each key block before its value block."""
     q_bar, k_ready, k_empty, v_ready, v_empty = bars
-    for i in range(first, blocks[2]):
+    for i in range(first, blocks[4]):
         _load_block(desc_k, k_smem, k_ready, k_empty, coords, blocks, i)
         _load_block(desc_v, v_smem, v_ready, v_empty, coords, blocks, i)
 
@@ -110,7 +120,7 @@ def _load_partition(desc_q, desc_k, values, q_smem, k_smem, v_smem, bars, coords
     _load_queries(desc_q, q_smem, q_bar, coords)
     if len(values) == 1:
         _load_kv(desc_k, values[0], k_smem, v_smem, bars, coords, blocks, 0)
-    elif blocks[2] > 0:
+    elif blocks[4] > 0:
         V, stride_vs, rows, width = values
         _load_block(desc_k, k_smem, k_ready, k_empty, coords, blocks, 0)
         BLOCK_N: gl.constexpr = v_smem.type.shape[1]
@@ -121,15 +131,14 @@ def _load_partition(desc_q, desc_k, values, q_smem, k_smem, v_smem, bars, coords
 
 
 @gluon.jit
-def _softmax_step(s, m_i, l_i, i, blocks, mask_args, qk_scale):
-    """Fold the scores s of the i-th block into the running max m_i and sum l_i; return P (float32, in the
-    scores' registers) and alpha, the factor the output accumulated so far must be scaled by."""
-    n_lead, n_masked, n_total, begin, u_lo, u_hi = blocks
+def _softmax_step(s, m_i, l_i, i, masked, blocks, mask_args, qk_scale):
+    """Fold the scores s of the program's i-th key block into the running max m_i and sum l_i; return P (float32,
+    in the scores' registers) and alpha, the factor the output accumulated so far must be scaled by. masked: some
+    of the consumer's rows do not see every key of the block."""
     k_len, diag, window_left, window_right = mask_args
     BLOCK_N: gl.constexpr = s.type.shape[1]
-    if i < n_masked:
-        start_n = _block_start(i, n_lead, n_masked, begin, u_lo, u_hi, BLOCK_N)
-        cols = start_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
+    if masked:
+        cols = _block_start(blocks, i, BLOCK_N) + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
         s = gl.where(visible_keys(cols, diag, k_len, window_left, window_right), s, -float("inf"))
         m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
         m_safe = gl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
@@ -143,6 +152,17 @@ def _softmax_step(s, m_i, l_i, i, blocks, mask_args, qk_scale):
 
 
 @gluon.jit
+def _pass_blocks(k_empty, v_empty, first, last, STAGES: gl.constexpr):
+    """Release the stages of blocks [first, last), which this consumer's rows do not see, in order: each arrival
+    waits for the previous lap of its stage to complete, so that it never counts toward that lap."""
+    for i in range(first, last):
+        _wait_empty(k_empty, i, STAGES)
+        mbarrier.arrive(k_empty.index(i % STAGES))
+        _wait_empty(v_empty, i, STAGES)
+        mbarrier.arrive(v_empty.index(i % STAGES))
+
+
+@gluon.jit
 def _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, WG: gl.constexpr):
     STAGES: gl.constexpr = k_smem.type.shape[0]
     BLOCK_N: gl.constexpr = k_smem.type.shape[1]
@@ -151,15 +171,30 @@ def _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, WG: gl.c
     o_base, l_base, stride_os, stride_ls, first_row, q_len, k_len, window_left, window_right, write_lse, qk_scale = (
         out_args
     )
-    n_total = blocks[2]
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
     o_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    rows = first_row + WG * WG_ROWS + gl.arange(0, WG_ROWS, layout=row_s)
-    mask_args = (k_len, rows + k_len - q_len, window_left, window_right)
+    # this warpgroup's keys: the run [first, last) of the program's stream (_block_start) its rows see, of which it
+    # masks the blocks before masked_end (past the keys every row sees, u_hi) and from masked_start on (before u_lo)
+    row0 = first_row + WG * WG_ROWS
+    rows = row0 + gl.arange(0, WG_ROWS, layout=row_s)
+    shift = k_len - q_len
+    lo_diag = row0 + shift
+    hi_diag = gl.minimum(row0 + WG_ROWS - 1, q_len - 1) + shift
+    w_begin, w_end, u_lo, u_hi = key_blocks(lo_diag, hi_diag, k_len, window_left, window_right, BLOCK_N)
+    p_lo, p_hi, n_trail, n_full, n_total = blocks
+    first = n_trail - gl.minimum(gl.maximum(gl.cdiv(w_end - p_hi, BLOCK_N), 0), n_trail)
+    last = gl.where(
+        w_begin >= p_hi, n_trail - (w_begin - p_hi) // BLOCK_N, n_trail + n_full + (p_lo - w_begin) // BLOCK_N
+    )
+    last = gl.where(row0 < q_len, gl.minimum(gl.maximum(last, first), n_total), first)  # rows past the end: none
+    masked_end = first + gl.maximum(gl.cdiv(w_end - u_hi, BLOCK_N), 0)
+    masked_start = last - gl.maximum((u_lo - w_begin) // BLOCK_N, 0)
+
+    mask_args = (k_len, rows + shift, window_left, window_right)
     zero_s = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=s_layout)
     m_i = gl.full([WG_ROWS], -float("inf"), gl.float32, layout=row_s)
     l_i = gl.zeros([WG_ROWS], gl.float32, layout=row_s)
@@ -167,35 +202,39 @@ def _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, WG: gl.c
     acc = gl.zeros([WG_ROWS, BLOCK_D], gl.float32, layout=o_layout)
     p_op = gl.zeros([WG_ROWS, BLOCK_N], k_smem.dtype, layout=p_layout)
 
+    _pass_blocks(k_empty, v_empty, 0, first, STAGES)
     q = q_smem.index(WG)
     mbarrier.wait(q_bar, 0)
-    if n_total > 0:
-        mbarrier.wait(k_ready.index(0), 0)
-        s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zero_s, use_acc=False)
-        mbarrier.arrive(k_empty.index(0))
-        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, 0, blocks, mask_args, qk_scale)
+    if last > first:
+        mbarrier.wait(k_ready.index(first % STAGES), (first // STAGES) & 1)
+        s = warpgroup_mma(q, k_smem.index(first % STAGES).permute((1, 0)), zero_s, use_acc=False)
+        mbarrier.arrive(k_empty.index(first % STAGES))
+        masked = (first < masked_end) | (first >= masked_start)
+        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, first, masked, blocks, mask_args, qk_scale)
         p_op = gl.convert_layout(p.to(k_smem.dtype), p_layout)
-    # FA3's order within a warpgroup: block i+1's QK^T runs while block i's output is rescaled and its PV issued;
-    # block i+1's softmax runs while that PV does. No register a product in flight reads or writes is touched
-    # (else ptxas serializes every wgmma of the kernel): P becomes the PV operand only after the PV before it.
-    for i in range(n_total - 1):
+    # FA3's order within a warpgroup: block i+1's QK^T and block i's PV are issued together, and block i+1's
+    # softmax runs while they do; the output is rescaled for block i+1 once that PV is done. No register a product
+    # in flight reads or writes is touched (else ptxas serializes every wgmma of the kernel): P becomes the PV
+    # operand only after the PV before it. (Rescaling between the two issues, as before, was 1-4% slower.)
+    for i in range(first, last - 1):
         nxt = i + 1
         mbarrier.wait(k_ready.index(nxt % STAGES), (nxt // STAGES) & 1)
         s = warpgroup_mma(q, k_smem.index(nxt % STAGES).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         mbarrier.wait(v_ready.index(i % STAGES), (i // STAGES) & 1)
         acc = warpgroup_mma(p_op, v_smem.index(i % STAGES), acc, is_async=True)
         s = warpgroup_mma_wait(1, deps=(s,))
         mbarrier.arrive(k_empty.index(nxt % STAGES))
-        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, nxt, blocks, mask_args, qk_scale)
+        masked = (nxt < masked_end) | (nxt >= masked_start)
+        p, alpha, m_i, l_i = _softmax_step(s, m_i, l_i, nxt, masked, blocks, mask_args, qk_scale)
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(v_empty.index(i % STAGES))
-        p_op = gl.convert_layout(p.to(k_smem.dtype), p_layout)
-    if n_total > 0:
-        last = n_total - 1
         acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        mbarrier.wait(v_ready.index(last % STAGES), (last // STAGES) & 1)
-        acc = warpgroup_mma(p_op, v_smem.index(last % STAGES), acc)
+        p_op = gl.convert_layout(p.to(k_smem.dtype), p_layout)
+    if last > first:
+        final = last - 1
+        mbarrier.wait(v_ready.index(final % STAGES), (final // STAGES) & 1)
+        acc = warpgroup_mma(p_op, v_smem.index(final % STAGES), acc)
+        mbarrier.arrive(v_empty.index(final % STAGES))
 
     seen = l_i > 0
     l_o = gl.convert_layout(gl.where(seen, l_i, 1.0), row_o)
@@ -209,6 +248,7 @@ def _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, WG: gl.c
         lse = (m_i + gl.log2(gl.where(seen, l_i, 1.0))) * 0.6931471805599453
         lse = gl.where(seen, lse, float("inf"))
         gl.store(Lse + l_base + rows.to(gl.int64) * stride_ls, lse, mask=rows < q_len)
+    _pass_blocks(k_empty, v_empty, last, n_total, STAGES)
 
 
 @gluon.jit
@@ -243,10 +283,9 @@ def _attend(desc_q, desc_k, values, Out, Lse, rows, lens, out_args, BLOCK_M: gl.
     first_diag = start_m + k_len - q_len
     last_diag = gl.minimum(start_m + BLOCK_M - 1, q_len - 1) + k_len - q_len
     begin, end, u_lo, u_hi = key_blocks(first_diag, last_diag, k_len, window_left, window_right, BLOCK_N)
-    n_lead = gl.cdiv(gl.maximum(u_lo - begin, 0), BLOCK_N)
-    n_masked = n_lead + gl.cdiv(gl.maximum(end - u_hi, 0), BLOCK_N)
-    n_total = n_masked + (u_hi - u_lo) // BLOCK_N
-    blocks = (n_lead, n_masked, n_total, begin, u_lo, u_hi)
+    n_trail = gl.cdiv(gl.maximum(end - u_hi, 0), BLOCK_N)
+    n_full = (u_hi - u_lo) // BLOCK_N
+    blocks = (u_lo, u_hi, n_trail, n_full, n_trail + n_full + (u_lo - begin) // BLOCK_N)  # in _block_start's order
 
     dtype: gl.constexpr = Out.dtype.element_ty
     tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
