@@ -69,15 +69,12 @@ def _block_start(blocks, i, BLOCK_N: gl.constexpr):
     """The first key of the i-th block the program streams: the blocks past the full ones (the diagonal's, under
     causality) from the last, then the full ones from the first, then those before them (a window's left edge) from
     the last. Each consumer's blocks are then one run of the stream: under causality the first rows, whose diagonal
-    comes earlier, skip the stream's first blocks; under a window the last rows skip its last."""
+    comes earlier, skip the stream's first blocks; under a window the last rows skip its last. Selects, not
+    branches: the loader warp's branches here cost head dim 64 about 5% (h100-2026-11-24-experiments.md, stop 26)."""
     u_lo, u_hi, n_trail, n_full, n_total = blocks
-    if i < n_trail:
-        start = u_hi + (n_trail - 1 - i) * BLOCK_N
-    elif i < n_trail + n_full:
-        start = u_lo + (i - n_trail) * BLOCK_N
-    else:
-        start = u_lo - (i - n_trail - n_full + 1) * BLOCK_N
-    return start
+    j = i - n_trail
+    start = gl.where(j < n_full, u_lo + j * BLOCK_N, u_lo - (j - n_full + 1) * BLOCK_N)
+    return gl.where(j < 0, u_hi - (j + 1) * BLOCK_N, start)
 
 
 @gluon.jit
