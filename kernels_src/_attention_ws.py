@@ -71,7 +71,7 @@ def _block_start(blocks, i, BLOCK_N: gl.constexpr):
     the last. Each consumer's blocks are then one run of the stream: under causality the first rows, whose diagonal
     comes earlier, skip the stream's first blocks; under a window the last rows skip its last. Selects, not
     branches: the loader warp's branches here cost head dim 64 about 5% (h100-2026-11-24-experiments.md, stop 26)."""
-    u_lo, u_hi, n_trail, n_full, n_total = blocks
+    u_lo, u_hi, n_trail, n_full, _ = blocks
     j = i - n_trail
     start = gl.where(j < n_full, u_lo + j * BLOCK_N, u_lo - (j - n_full + 1) * BLOCK_N)
     return gl.where(j < 0, u_hi - (j + 1) * BLOCK_N, start)
@@ -184,9 +184,9 @@ def _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, WG: gl.c
     w_begin, w_end, u_lo, u_hi = key_blocks(lo_diag, hi_diag, k_len, window_left, window_right, BLOCK_N)
     p_lo, p_hi, n_trail, n_full, n_total = blocks
     first = n_trail - gl.minimum(gl.maximum(gl.cdiv(w_end - p_hi, BLOCK_N), 0), n_trail)
-    last = gl.where(
-        w_begin >= p_hi, n_trail - (w_begin - p_hi) // BLOCK_N, n_trail + n_full + (p_lo - w_begin) // BLOCK_N
-    )
+    # a warpgroup with rows sees every full block, so its run ends (p_lo - w_begin) / BLOCK_N blocks into the stream's
+    # left-edge part; without full blocks (p_lo = p_hi) that count is minus its trail blocks not seen (all exact)
+    last = n_trail + n_full + (p_lo - w_begin) // BLOCK_N
     last = gl.where(row0 < q_len, gl.minimum(gl.maximum(last, first), n_total), first)  # rows past the end: none
     masked_end = first + gl.maximum(gl.cdiv(w_end - u_hi, BLOCK_N), 0)
     masked_start = last - gl.maximum((u_lo - w_begin) // BLOCK_N, 0)
