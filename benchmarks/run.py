@@ -42,6 +42,67 @@ def bench(fn, warmup: int = 10, reps: int = 50) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
+class GpuMonitor:
+    """The SM clock, power draw and power-cap flag sampled by nvidia-smi every 50 ms while the block runs
+    (`summary` is empty where nvidia-smi is absent)."""
+
+    QUERY = "clocks.sm,power.draw,clocks_event_reasons.sw_power_cap"
+
+    def __enter__(self) -> GpuMonitor:
+        command = ["nvidia-smi", f"--query-gpu={self.QUERY}", "--format=csv,noheader,nounits", "-lms", "50"]
+        try:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self.process = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.samples = []
+        if self.process is None:
+            return
+        self.process.terminate()
+        for line in self.process.communicate()[0].splitlines():
+            fields = [f.strip() for f in line.split(",")]
+            try:
+                self.samples.append((float(fields[0]), float(fields[1]), fields[2] == "Active"))
+            except (ValueError, IndexError):
+                pass
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {}
+        return {
+            "sm_mhz": statistics.median(s[0] for s in self.samples),
+            "power_w": statistics.median(s[1] for s in self.samples),
+            "power_capped": sum(s[2] for s in self.samples) / len(self.samples),
+        }
+
+
+def bench_sustained(fn, settle_s: float = 0.5, seconds: float = 0.5) -> tuple[float, dict]:
+    """Median milliseconds per call (CUDA events around each) after fn ran back to back for settle_s, so the
+    clocks have settled where the power limit holds them; and GpuMonitor's summary over the timed calls. Compute-
+    bound kernels run an H100 at its 700 W cap, where the SM clock drops from 1980 MHz to 1200-1900 within about
+    0.1 s of load and recovers within a fraction of a second when load stops (h100-2026-11-24-experiments.md,
+    stop 27); `bench`'s few warm-up calls would time that transient, fast or slow by what ran before."""
+    fn()
+    torch.cuda.synchronize()
+    start, calls = time.perf_counter(), 0
+    while time.perf_counter() - start < settle_s:
+        for _ in range(5):
+            fn()
+        calls += 5
+        torch.cuda.synchronize()
+    reps = max(20, int(seconds / ((time.perf_counter() - start) / calls)))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    with GpuMonitor() as monitor:
+        for begin, end in events:
+            begin.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in events), monitor.summary()
+
+
 def bench_queued(fn, calls: int = 10, reps: int = 30) -> float:
     """Median device milliseconds per call over bursts of `calls` calls queued behind a sleeping kernel, so the
     host's launch cost (measured apart by host_times_us) never leaves the GPU idle between them: at 4096 x 4096 a
