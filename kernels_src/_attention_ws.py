@@ -343,6 +343,32 @@ def _program(heads, heads_k, BLOCK_M: gl.constexpr):
     return start_m, head, gl.program_id(2), head // (heads // heads_k)
 
 
+L2_SHARE = gl.constexpr(16 * 2**20)  # bytes of keys and values that the heads of one causal chunk may hold in L2
+
+
+@gluon.jit
+def _dense_program(heads, heads_k, seqlen_k, window_right, BLOCK_M: gl.constexpr, BLOCK_D: gl.constexpr):
+    """_program for dense batches. The hardware starts programs in grid order, each on the first free
+    multiprocessor. Without a right window every program of a head costs the same, and one head's row blocks run
+    together (_program's order). Under causality (window_right < seqlen_k) a program's keys grow with its row block:
+    the programs are taken longest first across a chunk of heads whose keys and values fit L2_SHARE, so that the
+    last programs to start are short ones of every head and no multiprocessor is left with a long one at the end."""
+    blocks_m = gl.num_programs(0)
+    linear = gl.program_id(0) + blocks_m * (gl.program_id(1) + heads * gl.program_id(2))
+    group = heads // heads_k
+    chunk = 1
+    if window_right < seqlen_k:
+        chunk = group * gl.maximum(L2_SHARE // (4 * BLOCK_D) // seqlen_k, 1)  # query heads: key heads x group
+    pairs = heads * gl.num_programs(2)  # (batch, head) pairs
+    chunk = gl.minimum(chunk, pairs)
+    first = linear // (chunk * blocks_m) * chunk  # the chunk's first pair
+    size = gl.minimum(chunk, pairs - first)
+    within = linear - first * blocks_m
+    pair = first + within % size
+    head = pair % heads
+    return (blocks_m - 1 - within // size) * BLOCK_M, head, pair // heads, head // group
+
+
 @gluon.jit
 def attn_fwd_ws(
     desc_q,
@@ -442,7 +468,7 @@ def attn_fwd_ws_dense(
     gl.static_assert(desc_k.block_type.shape[1] == BLOCK_N and desc_k.block_type.shape[2] == BLOCK_D, "key boxes")
     if PDL:
         gdc_wait()
-    start_m, head, batch, head_k = _program(heads, heads_k, BLOCK_M)
+    start_m, head, batch, head_k = _dense_program(heads, heads_k, seqlen_k, window_right, BLOCK_M, BLOCK_D)
     o_base = batch.to(gl.int64) * stride_ob + head.to(gl.int64) * stride_oh
     l_base = batch.to(gl.int64) * stride_lb + head.to(gl.int64) * stride_lh
     out_args = (o_base, l_base, stride_os, stride_ls, window_left, window_right, write_lse, qk_scale)

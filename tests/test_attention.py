@@ -160,6 +160,37 @@ def test_flash_attn_consumer_key_ranges(rng, poison, dim):
             assert_close(host(out).reshape(ref.shape), ref, "bfloat16", f"packed {what}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", [64, 128])
+def test_flash_attn_causal_chunks(rng, poison, dim):
+    """Under a right window (causal among them) Hopper's dense prefill takes its programs longest first across
+    chunks of heads whose keys and values fit 16 MB of L2: four key heads at these key lengths, so 3 x 4 heads of
+    GQA 2 make chunks of 8 and 4 (batch, head) pairs. Each (row block, head, batch) must run once: against the
+    float64 reference, causal and windowed."""
+    import torch
+
+    from xopsaot import _library
+
+    batch, sq, heads, heads_k = 3, 1400, 4, 2  # 132 programs of 128 rows x key heads: no split-KV on an H100
+    sk = 2**24 // (4 * 4 * dim)  # 16384 keys at head dim 64, 8192 at 128
+
+    def randn(*shape):
+        return torch.from_numpy(rng.standard_normal(shape, dtype=np.float32)).to("cuda", torch.bfloat16)
+
+    q, k, v = randn(batch, sq, heads, dim), randn(batch, sk, heads_k, dim), randn(batch, sk, heads_k, dim)
+    hq, hk, hv = host(q), host(k), host(v)
+    for causal, window in ((True, (-1, -1)), (False, (3000, 5))):
+        ref, ref_lse = attention64(hq, hk, hv, causal, None, window, with_lse=True)
+        out, lse = xopsaot.flash_attn(q, k, v, causal=causal, window_size=window, return_lse=True)
+        note_variant("gpu")
+        kernel = _library.manifest()["variants"][_library.last_variant()]["kernel"]
+        what = f"causal={causal} window={window}"
+        if torch.cuda.get_device_capability()[0] == 9:
+            assert kernel == "attn_fwd_ws_dense", what
+        assert_close(host(out), ref, "bfloat16", what)
+        assert_lse_close(host(lse), ref_lse, 2e-2, what)
+
+
 @pytest.mark.parametrize("where", PATHS)
 @pytest.mark.parametrize("dim", [8, 40, 72, 96, 100, 192, 200])
 def test_flash_attn_head_dims(request, rng, where, dim):

@@ -1,6 +1,6 @@
 """Prefill TFLOP/s of the installed xopsaot (bench's shapes), SDPA flash beside it when --peers. --sustained: one
 bench_sustained timing per shape (0.5 s back to back, then 0.5 s timed) and the median SM clock, instead of two
-short `bench` timings."""
+short `bench` timings. --causal: the causal shapes only."""
 
 import sys
 
@@ -18,7 +18,7 @@ for dim, heads in ((128, 16), (64, 32)):
     for seqlen in (4096, 8192, 16384):
         batch = max(1, 16384 // seqlen)
         q, k, v = (torch.randn(batch, seqlen, heads, dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        for causal in (False, True):
+        for causal in (True,) if "--causal" in sys.argv else (False, True):
             flops = 4 * batch * heads * seqlen * seqlen * dim / (2 if causal else 1)
             if "--sustained" in sys.argv:
                 ms, state = bench_sustained(lambda: xopsaot.flash_attn(q, k, v, causal=causal))
