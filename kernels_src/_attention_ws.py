@@ -200,8 +200,14 @@ def _consumer(q_smem, k_smem, v_smem, bars, Out, Lse, out_args, blocks, WG: gl.c
     p_op = gl.zeros([WG_ROWS, BLOCK_N], k_smem.dtype, layout=p_layout)
 
     _pass_blocks(k_empty, v_empty, 0, first, STAGES)
-    q = q_smem.index(WG)
     mbarrier.wait(q_bar, 0)
+    if BLOCK_D == 128:
+        # the queries in registers, QK^T's A operand from there: that product then reads only the keys from shared
+        # memory (2-3.5% faster at head dim 128, stop 27); three consumers of head dim 64 (160 registers each)
+        # spill with them
+        q = q_smem.index(WG).load(gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2))
+    else:
+        q = q_smem.index(WG)
     if last > first:
         mbarrier.wait(k_ready.index(first % STAGES), (first // STAGES) & 1)
         s = warpgroup_mma(q, k_smem.index(first % STAGES).permute((1, 0)), zero_s, use_acc=False)
