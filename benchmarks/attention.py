@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import bench, bench_sustained, copy_bandwidth, environment, results_stem, warm_up_gpu, write_results  # noqa: E402
+from run import bench, copy_bandwidth, environment, results_stem, timed, warm_up_gpu, write_results  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -29,13 +29,6 @@ def sdpa(q, k, v, causal, backend=None):
         return F.scaled_dot_product_attention(*args, is_causal=causal, enable_gqa=k.shape[2] != q.shape[2])
     with sdpa_kernel(backend):
         return F.scaled_dot_product_attention(*args, is_causal=causal)
-
-
-def timed(row: dict, name: str, fn) -> None:
-    """row[name_ms] from bench_sustained (prefill runs an H100 at its power cap), with the SM clock and power
-    read meanwhile (name_sm_mhz, name_power_w, name_power_capped: the share of samples at the cap)."""
-    row[f"{name}_ms"], state = bench_sustained(fn)
-    row.update({f"{name}_{key}": value for key, value in state.items()})
 
 
 def prefill(quick: bool) -> list[dict]:

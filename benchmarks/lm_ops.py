@@ -29,6 +29,7 @@ from run import (  # noqa: E402
     peer_row,
     peer_table,
     results_stem,
+    timed,
     warm_up_gpu,
     write_results,
 )
@@ -42,12 +43,15 @@ def randn(*shape, scale=1.0):
     return torch.randn(*shape, device="cuda", dtype=BF16) * scale
 
 
-def compiled_ms(fn, args) -> float | None:
+def timed_compiled(row: dict, fn, args) -> None:
+    """row["torch_compile_ms"] (and its clock, as `timed` gives) for torch.compile of fn(*args); left out where
+    torch.compile cannot run (it needs Triton and a C compiler on the machine)."""
     try:
         c = torch.compile(fn, dynamic=False)
-        return bench(lambda: c(*args))
-    except Exception:  # torch.compile needs Triton and a C compiler on the machine
-        return None
+        c(*args)
+    except Exception:
+        return
+    timed(row, "torch_compile", lambda: c(*args))
 
 
 # ---- the matmul family ----
@@ -91,9 +95,11 @@ def matmul_rows() -> list[dict]:
             ),
         }
         for name, (ours, peer, fn, args) in cases.items():
-            row = {"op": name, "n": n, "xopsaot_ms": bench(ours), "torch_ms": bench(peer)}
+            row = {"op": name, "n": n}
+            timed(row, "xopsaot", ours)
+            timed(row, "torch", peer)
             if fn is not None:
-                row["torch_compile_ms"] = compiled_ms(fn, args)
+                timed_compiled(row, fn, args)
             row["xopsaot_tflops"] = flops / row["xopsaot_ms"] / 1e9
             row["torch_tflops"] = flops / row["torch_ms"] / 1e9
             print(f"{name} {n}: {row['xopsaot_tflops']:.0f} TFLOP/s, torch {row['torch_tflops']:.0f}", flush=True)
@@ -195,14 +201,11 @@ def linear_cross_entropy_rows() -> list[dict]:
         t = torch.randint(0, v, (m,), device="cuda")
         ours = lambda: xopsaot.linear_cross_entropy(x, w, t, validate=False)  # noqa: E731
         eager = lambda: unfused_lm_loss(x, w, t)  # noqa: E731
-        row = {
-            "shape": [m, d, v],
-            "logits_bytes": m * v * 2,
-            "xopsaot_ms": bench(ours, reps=10),
-            "torch_ms": bench(eager, reps=10),
-            "torch_compile_ms": compiled_ms(unfused_lm_loss, (x, w, t)),
-        }
-        row["lm_head_ms"] = bench(lambda: F.linear(x, w), reps=10)
+        row = {"shape": [m, d, v], "logits_bytes": m * v * 2}
+        timed(row, "xopsaot", ours)
+        timed(row, "torch", eager)
+        timed_compiled(row, unfused_lm_loss, (x, w, t))
+        timed(row, "lm_head", lambda: F.linear(x, w))
         row["xopsaot_peak"] = peak_bytes(ours, pool)
         row["torch_peak"] = peak_bytes(eager, pool)
         row["tflops"] = 2 * m * d * v / row["xopsaot_ms"] / 1e9
@@ -302,15 +305,18 @@ def markdown(results: dict) -> str:
         "## Matmul family, bf16 squares (n x n x n), CUDA events, median",
         "",
         "Peers: cuBLAS through torch.mm / F.linear / torch.addmm; for the fused rows, torch eager and torch.compile",
-        "of the unfused sequence. TFLOP/s count 2 n^3.",
+        "of the unfused sequence. TFLOP/s count 2 n^3. Each function runs back to back for 0.5 s before 0.5 s of",
+        "timed calls (`bench_sustained`): these products run an H100 at its 700 W power cap, where short timings",
+        "read the clock's transient after whatever ran before. SM clock (MHz) sampled by nvidia-smi meanwhile.",
         "",
-        "| op | n | xopsaot TFLOP/s | torch TFLOP/s | vs torch | vs torch.compile |",
-        "|---|---|---|---|---|---|",
+        "| op | n | xopsaot TFLOP/s | torch TFLOP/s | vs torch | vs torch.compile | clock: xopsaot / torch |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results["matmul"]:
         lines.append(
             f"| {r['op']} | {r['n']} | {r['xopsaot_tflops']:.0f} | {r['torch_tflops']:.0f} | "
-            f"{r['torch_ms'] / r['xopsaot_ms']:.2f}x | {_ratio(r.get('torch_compile_ms'), r['xopsaot_ms'])} |"
+            f"{r['torch_ms'] / r['xopsaot_ms']:.2f}x | {_ratio(r.get('torch_compile_ms'), r['xopsaot_ms'])} | "
+            f"{r.get('xopsaot_sm_mhz', float('nan')):.0f} / {r.get('torch_sm_mhz', float('nan')):.0f} |"
         )
     lines += [
         "",
@@ -335,7 +341,7 @@ def markdown(results: dict) -> str:
         "## linear_cross_entropy (bf16; x (tokens, hidden), weight (vocab, hidden), mean)",
         "",
         "Peak memory beyond the inputs: torch's allocator, and the stream-ordered pool where xopsaot's workspace",
-        "lives (its high-water mark, CU_MEMPOOL_ATTR_USED_MEM_HIGH).",
+        "lives (its high-water mark, CU_MEMPOOL_ATTR_USED_MEM_HIGH). Times under sustained load, as the matmul rows.",
         "",
         "| tokens x hidden x vocab | xopsaot ms | torch eager ms | torch.compile ms | LM head alone (cuBLAS) ms | "
         "vs eager | logits | xopsaot peak | torch eager peak |",
@@ -345,7 +351,7 @@ def markdown(results: dict) -> str:
         mib = 2**20
         ours = r["xopsaot_peak"]["torch_allocator"] + r["xopsaot_peak"]["stream_pool"]
         theirs = r["torch_peak"]["torch_allocator"] + r["torch_peak"]["stream_pool"]
-        comp = "n/a" if r["torch_compile_ms"] is None else f"{r['torch_compile_ms']:.2f}"
+        comp = f"{r['torch_compile_ms']:.2f}" if "torch_compile_ms" in r else "n/a"
         lines.append(
             f"| {' x '.join(map(str, r['shape']))} | {r['xopsaot_ms']:.2f} | {r['torch_ms']:.2f} | {comp} | "
             f"{r['lm_head_ms']:.2f} | {r['torch_ms'] / r['xopsaot_ms']:.2f}x | {r['logits_bytes'] / mib:.0f} MiB | "

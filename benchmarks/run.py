@@ -103,6 +103,14 @@ def bench_sustained(fn, settle_s: float = 0.5, seconds: float = 0.5) -> tuple[fl
     return statistics.median(s.elapsed_time(e) for s, e in events), monitor.summary()
 
 
+def timed(row: dict, name: str, fn) -> None:
+    """row[name_ms] from bench_sustained (for compute-bound kernels, which run an H100 at its power cap), with the
+    SM clock and power read meanwhile (name_sm_mhz, name_power_w, name_power_capped: the share of samples at the
+    cap)."""
+    row[f"{name}_ms"], state = bench_sustained(fn)
+    row.update({f"{name}_{key}": value for key, value in state.items()})
+
+
 def bench_queued(fn, calls: int = 10, reps: int = 30) -> float:
     """Median device milliseconds per call over bursts of `calls` calls queued behind a sleeping kernel, so the
     host's launch cost (measured apart by host_times_us) never leaves the GPU idle between them: at 4096 x 4096 a
