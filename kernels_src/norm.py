@@ -10,6 +10,8 @@ write), re-reading it from L2.
 group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous, or, when
 few long groups would leave the GPU idle, several per group (program_id(1)) after group_norm_stats_kernel has summed
 each chunk; the weight and bias are per channel. Long unsplit groups take longer steps (LONG_GROUP_CONFIGS).
+On Hopper, unsplit groups of 8193 elements to 64 KB, a full wave of them at least, take group_norm_held_kernel
+(_group_norm_held.py, Gluon), which copies each group whole into shared memory and so reads x once.
 """
 
 from dataclasses import replace
@@ -17,7 +19,8 @@ from dataclasses import replace
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, f32, i32, i64, ptr
+from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
+from kernels_src._group_norm_held import group_norm_held_kernel
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import LONG_LOOP_CONFIGS, LOOP_BLOCK, ROW_BLOCKS, row_configs
 
@@ -397,6 +400,13 @@ def row_norm_configs(target, keys):
     return configs
 
 
+def held_configs(target: Target, keys) -> list[Config]:
+    """group_norm_held_kernel: groups of up to 64 KB in shared memory (three programs per multiprocessor), in
+    steps of 4096 elements; the C side asks for it only where `when` holds."""
+    held = 65536 // {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
+    return [Config({"HELD": held, "CHUNK": 4096}, num_warps=8, num_stages=1, when=f"n_elems <= {held}")]
+
+
 KERNELS = [
     Kernel(
         fn=row_norm_kernel,
@@ -459,5 +469,28 @@ KERNELS = [
         grid_args=[i64("n_rows"), i64("splits"), i64("programs_per_sm")],
         grid=["n_rows", "splits", "1"],
         configs=group_norm_configs(),
+    ),
+    Kernel(
+        fn=group_norm_held_kernel,
+        op="group_norm",
+        args=[
+            ptr("X", "T"),
+            ptr("W", "T"),
+            ptr("B", "T"),
+            ptr("Y", "T"),
+            i64("n_elems", aligned=True),
+            i32("spatial", aligned=True),
+            i32("channels_per_group"),
+            i32("groups"),
+            f32("eps"),
+            i32("has_weight"),
+            i32("has_bias"),
+        ],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid_args=[i64("n_rows")],
+        grid=["n_rows", "1", "1"],
+        configs=held_configs,
+        aligned=ALIGNED_ONLY,
+        targets=lambda target: target.backend == "cuda" and target.arch == 90,
     ),
 ]

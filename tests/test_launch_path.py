@@ -1045,22 +1045,28 @@ def test_row_reduction_launches(fake_driver):
         before = fake.fake_cuda_alloc_count()
         _library.call("xopsaot_group_norm", (tensor((1, 64, 128, 128), "bfloat16", {A}), w, w,
                                              tensor((1, 64, 128, 128), "bfloat16", {B})), 32, 1e-5, 0)
-        many = tensor((64, 64, 128, 128), "bfloat16", {A})
-        _library.call("xopsaot_group_norm", (many, None, None, tensor((64, 64, 128, 128), "bfloat16", {B})), 32,
+        many = tensor((64, 64, 128, 128), "float32", {A})
+        _library.call("xopsaot_group_norm", (many, None, None, tensor((64, 64, 128, 128), "float32", {B})), 32,
                       1e-5, 0)
         for shape in ((400, 4, 16384), (300, 2, 16384)):
-            _library.call("xopsaot_group_norm", (tensor(shape, "bfloat16", {A}), None, None,
-                                                 tensor(shape, "bfloat16", {B})), 1, 1e-5, 0)
+            _library.call("xopsaot_group_norm", (tensor(shape, "float32", {A}), None, None,
+                                                 tensor(shape, "float32", {B})), 1, 1e-5, 0)
         for n in (20000, 40000, 73712, 73728, 131072):
             _library.call("xopsaot_softmax_family", (tensor((2, n), "bfloat16", {A}),
                                                      tensor((2, n), "bfloat16", {B})), 0, 0)
         _library.call("xopsaot_softmax_family", (tensor((2, 40000), "bfloat16", {A}),
                                                  tensor((2,), "bfloat16", {B})), 2, 0)
+        # groups of 32768 elements held whole in 64 KB of bf16, not of fp32; 384 groups fill less than a wave
+        for shape, dtype in (((16, 256, 64, 64), "bfloat16"), ((16, 256, 64, 64), "float32"),
+                             ((12, 256, 64, 64), "bfloat16"), ((600, 4, 4096), "float32")):
+            _library.call("xopsaot_group_norm", (tensor(shape, dtype, {A}), None, None, tensor(shape, dtype, {B})),
+                          32 if shape[1] == 256 else 1, 1e-5, 0)
         emit(launches=launches(), allocs=fake.fake_cuda_alloc_count() - before,
              frees=fake.fake_cuda_free_count())
     """,
     )
-    lse, soft, group, stats, split, whole, long_groups, few_long_groups, *long_rows, long_lse = r["launches"]
+    lse, soft, group, stats, split, whole, long_groups, few_long_groups, *long_rows, long_lse = r["launches"][:-4]
+    held_bf16, not_held_fp32, under_a_wave, held_fp32 = r["launches"][-4:]
     # softmax rows of 16385-32768 held whole by 32 warps, longer ones in steps of 8192 (16 warps), from 73728 of 16384
     # (32 warps); logsumexp keeps the shared looping config
     steps = [
@@ -1090,6 +1096,13 @@ def test_row_reduction_launches(fake_driver):
     assert long_groups["grid"] == [400, 1, 1] and long_groups["variant"]["constexprs"]["BLOCK_N"] == 16384
     assert few_long_groups["grid"] == [300, 1, 1] and few_long_groups["variant"]["constexprs"]["BLOCK_N"] == 4096
     assert few_long_groups["block"] == [256, 1, 1]
+    # unsplit groups of 8193 to 64 KB on Hopper, at least 3 per multiprocessor (a wave): the held kernel, a program
+    # per group (32768 bf16, 16384 fp32 elements; 32768 fp32 ones, and 384 groups, take group_norm_kernel's steps)
+    assert held_bf16["kernel"] == "group_norm_held_kernel" and held_bf16["grid"] == [512, 1, 1]
+    assert decode(held_bf16["params"], "group_norm_held_kernel")[4:8] == [32768, 4096, 8, 32]
+    assert held_bf16["variant"]["constexprs"]["HELD"] == 32768 and held_bf16["block"] == [256, 1, 1]
+    assert not_held_fp32["kernel"] == "group_norm_kernel" and under_a_wave["kernel"] == "group_norm_kernel"
+    assert held_fp32["kernel"] == "group_norm_held_kernel" and held_fp32["variant"]["constexprs"]["HELD"] == 16384
 
 
 # ---- argument validation in the C layer: no driver needed ----

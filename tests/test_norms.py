@@ -174,12 +174,15 @@ def test_group_norm_far_from_zero(request, rng, where):
 def test_group_norm_long_groups(poison, rng):
     """Long groups, 3 or more per multiprocessor on GPUs of up to 233 of them (an H100 has 132, a B200 148),
     unsplit: the configs with longer steps (8192 elements from groups of 32768, 16384 from 65536), with a spatial
-    size a multiple of 16 or not, and a group length that misses the alignment hint (the looping fallback)."""
-    cases = (((700, 4, 16384), 1), ((396, 4, 16384), 2), ((700, 4, 8200), 1), ((400, 1, 32771), 1))
+    size a multiple of 16 or not, and a group length that misses the alignment hint (the looping fallback). On
+    Hopper groups of up to 64 KB take the held kernel: 32768 elements of 16 bits, 12000 of any dtype (channels of
+    4000, a last step of 3808) and 16384 without weight and bias."""
+    cases = (((700, 4, 16384), 1), ((396, 4, 16384), 2), ((700, 4, 8200), 1), ((400, 1, 32771), 1),
+             ((600, 6, 4000), 2), ((600, 4, 4096), 1))  # fmt: skip
     for dtype in DTYPES:
-        for shape, groups in cases:
+        for i, (shape, groups) in enumerate(cases):
             x = arr(rng, shape, dtype, "gpu")
-            w, b = (arr(rng, (shape[1],), dtype, "gpu") for _ in range(2))
+            w, b = (arr(rng, (shape[1],), dtype, "gpu") for _ in range(2)) if i < 5 else (None, None)
             y = xopsaot.group_norm(x, groups, w, b, eps=1e-5)
             ran("gpu")
             expected = group_norm64(x, groups, w, b, 1e-5)
@@ -251,5 +254,7 @@ def test_norm_bad_input(rng, where):
 def test_every_norm_variant_was_checked():
     """After the tests above (file order): each row_norm_kernel and group_norm kernel variant compiled for this GPU
     ran."""
-    missing = unexercised({"row_norm_kernel", "group_norm_kernel", "group_norm_stats_kernel"}, GPU_USED)
+    missing = unexercised(
+        {"row_norm_kernel", "group_norm_kernel", "group_norm_stats_kernel", "group_norm_held_kernel"}, GPU_USED
+    )
     assert not missing, f"norm variants never exercised: {missing}"

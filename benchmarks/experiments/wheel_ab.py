@@ -6,7 +6,8 @@ gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), li
 (softmax, log_softmax, rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax, log_softmax and
 logsumexp on rows of 50k-128k), rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on
 rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first
-and last dims), strided (x.T + y, and x * y with x's heads permuted); all of them when none is named.
+and last dims), strided (x.T + y, and x * y with x's heads permuted), group_norm_held (unsplit groups of 32768, x the
+same or rotated past L2); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -19,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from run import bench, bench_queued, warm_up_gpu  # noqa: E402
+from run import Rotation, bench, bench_queued, warm_up_gpu  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -183,6 +184,21 @@ def strided(label: str) -> None:
     line(label, "mul, heads permuted", (32, 4096, 128), "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
 
 
+def group_norm_held(label: str) -> None:
+    """Unsplit groups of 32768 (n x 256 x 64 x 64, 32 groups): 384 to 1024 of them, each timed on the same x every
+    call (as benchmarks/norms.py times it; x fits L2 up to 25 MB) and on x rotated among copies past L2."""
+    for n in (12, 16, 20, 32):
+        shape = (n, 256, 64, 64)
+        w, b = randn(shape[1]), randn(shape[1])
+        xs = Rotation(lambda: randn(*shape))
+        x = xs.next()
+        nbytes = 2 * x.numel() * x.element_size()
+        for mode, get in (("same x", lambda: x), ("rotated", xs.next)):
+            ours = bench_queued(lambda: xopsaot.group_norm(get(), 32, w, b))
+            eager = bench_queued(lambda: F.group_norm(get(), 32, w, b))
+            line(label, f"group_norm, {mode}", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+
+
 GROUPS = {"gelu": gelu, "others": others, "cross_entropy": cross_entropy, "linear": linear, "group_norm": group_norm}
 GROUPS["long_rows"] = long_rows
 GROUPS["vocab_rows"] = vocab_rows
@@ -190,6 +206,7 @@ GROUPS["rotary"] = rotary
 GROUPS["scans"] = scans
 GROUPS["held_rows"] = held_rows
 GROUPS["strided"] = strided
+GROUPS["group_norm_held"] = group_norm_held
 
 
 def main() -> None:

@@ -91,6 +91,12 @@ xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *w
 #define GROUP_SPLIT_BELOW_PER_SM 2
 #define GROUP_PROGRAMS_PER_SM 4
 #define GROUP_MAX_ELEMS ((int64_t)INT32_MAX + 1 - GROUP_CHUNK)
+/* Hopper's group_norm_held_kernel copies a group of up to 64 KB whole into shared memory (3 programs per
+ * multiprocessor) and reads x once. With less than a full wave its programs load, sum and store in lockstep, with
+ * no program in another phase to overlap: at 384 groups of 32768 it lost to the two-pass kernel on an H100
+ * (2.17-2.28 against 2.25-2.71 TB/s with x in L2, 2.42-2.46 against 2.38-2.39 without); at 512-1024 it gained
+ * 8-16% (h100-2026-11-24-experiments.md, stop 27). */
+#define GROUP_HELD_PER_SM 3
 
 static int64_t group_splits(int64_t rows, int64_t per_group, int sm_count, int64_t *chunk) {
   if (rows >= (int64_t)GROUP_SPLIT_BELOW_PER_SM * sm_count) return 1;
@@ -132,6 +138,16 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
     int sm_count = 0;
     XO_TRY(xo_device_sm_count(x->device, &sm_count));
     splits = group_splits(rows, per_group, sm_count, &chunk);
+    /* unsplit long groups that fit its shared memory (its config's `when`), a full wave of them at least */
+    xk_group_norm_held_kernel_args held = {
+        .X = x->data, .W = weight ? weight->data : x->data, .B = bias ? bias->data : x->data, .Y = out->data,
+        .n_elems = per_group, .spatial = (int32_t)spatial, .channels_per_group = (int32_t)(channels / num_groups),
+        .groups = (int32_t)num_groups, .eps = eps, .has_weight = weight != NULL, .has_bias = bias != NULL,
+        .n_rows = rows};
+    xk_group_norm_held_kernel_keys held_keys = {x->dtype};
+    if (splits == 1 && rows >= (int64_t)GROUP_HELD_PER_SM * sm_count &&
+        xo_can_launch(&xk_group_norm_held_kernel, &held_keys.T, &held, x->device))
+      return xo_launch(&xk_group_norm_held_kernel, &held_keys.T, &held, x->device, stream);
     programs_per_sm = rows * splits / sm_count; /* the long groups' configs look at it (kernels_src/norm.py) */
   }
   float *partials = NULL;
