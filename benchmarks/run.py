@@ -3,7 +3,8 @@
     python benchmarks/run.py --out benchmarks/results [--quick]
 
 Timing: CUDA events around each call, warm-up first, the median of many runs; inputs much larger than L2 for
-the bandwidth figures. Peers: torch eager, SDPA with the flash and cuDNN backends, cuBLAS (torch.matmul), the
+the bandwidth figures. The helpers here serve the other scripts too: `bench_sustained` (and `timed`) for
+compute-bound kernels, which run an H100 at its power cap, `bench_queued` for memory-bound ones. Peers: torch eager, SDPA with the flash and cuDNN backends, cuBLAS (torch.matmul), the
 measured device-to-device copy bandwidth; cold start against Triton JIT compiling the same attention kernel.
 """
 
