@@ -4,8 +4,9 @@
 
 Timing: CUDA events around each call, warm-up first, the median of many runs; inputs much larger than L2 for
 the bandwidth figures. The helpers here serve the other scripts too: `bench_sustained` (and `timed`) for
-compute-bound kernels, which run an H100 at its power cap, `bench_queued` for memory-bound ones. Peers: torch eager, SDPA with the flash and cuDNN backends, cuBLAS (torch.matmul), the
-measured device-to-device copy bandwidth; cold start against Triton JIT compiling the same attention kernel.
+compute-bound kernels, which run an H100 at its power cap, `bench_queued` for memory-bound ones. Peers: torch
+eager, SDPA with the flash and cuDNN backends, cuBLAS (torch.matmul), the measured device-to-device copy
+bandwidth; cold start against Triton JIT compiling the same attention kernel.
 """
 
 from __future__ import annotations
