@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -86,25 +87,38 @@ def paged_view(cache: torch.Tensor, page: int, table: torch.Tensor | None = None
     return pool, table
 
 
+DECODE_SHAPES = ((64, 8192), (16, 4096), (1, 32768))  # (batch, context)
+
+
+def decode_step(batch: int, context: int, heads: int = 32, heads_k: int = 8, dim: int = 128):
+    """One decode step's inputs: q (batch, 1, heads, dim) and full bf16 caches (batch, context, heads_k, dim) of
+    random data, cache_seqlens, and the caches' bytes (keys and values)."""
+    q = torch.randn(batch, 1, heads, dim, device="cuda", dtype=BF16)
+    kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=BF16) for _ in range(2))
+    lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+    return q, kc, vc, lengths, 2 * kc.numel() * kc.element_size()
+
+
+def cache_layouts(kc: torch.Tensor, vc: torch.Tensor) -> dict:
+    """name -> (k_cache, v_cache, block_table): the contiguous caches, then paged copies of them with pages of 16
+    and 128 tokens (shuffled tables, one per page size, shared by keys and values)."""
+    layouts = {"contiguous": (kc, vc, None)}
+    for page in (16, 128):
+        kp, table = paged_view(kc, page)
+        layouts[f"paged{page}"] = (kp, paged_view(vc, page, table)[0], table)
+    return layouts
+
+
 def decode(quick: bool) -> list[dict]:
     rows = []
     heads, heads_k, dim = 32, 8, 128
-    for batch, context in ((64, 8192), (16, 4096), (1, 32768)):
-        q = torch.randn(batch, 1, heads, dim, device="cuda", dtype=BF16)
-        kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=BF16) for _ in range(2))
-        lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
-        kv_bytes = 2 * kc.numel() * kc.element_size()
+    for batch, context in DECODE_SHAPES:
+        q, kc, vc, lengths, kv_bytes = decode_step(batch, context, heads, heads_k, dim)
         row = {"batch": batch, "context": context, "heads": heads, "heads_k": heads_k, "dim": dim}
-        calls = {
-            "xopsaot": lambda: xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lengths, validate=False),
-            "sdpa_gqa": lambda: sdpa(q, kc, vc, False),
-        }
-        for page in (16, 128):
-            kp, table = paged_view(kc, page)
-            vp, _ = paged_view(vc, page, table)
-            calls[f"paged{page}"] = lambda kp=kp, vp=vp, table=table: xopsaot.flash_attn_with_kvcache(
-                q, kp, vp, cache_seqlens=lengths, block_table=table, validate=False
-            )
+        calls = {"sdpa_gqa": lambda: sdpa(q, kc, vc, False)}
+        for name, (k, v, table) in cache_layouts(kc, vc).items():
+            options = {"cache_seqlens": lengths, "block_table": table, "validate": False}
+            calls["xopsaot" if table is None else name] = partial(xopsaot.flash_attn_with_kvcache, q, k, v, **options)
         # the same cache in fp8 e4m3 (half the bytes), per-tensor scales
         k8, v8 = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
         calls["fp8"] = lambda: xopsaot.flash_attn_with_kvcache(

@@ -4,7 +4,8 @@
 
 Timing: CUDA events around each call, warm-up first, the median of many runs; inputs much larger than L2 for
 the bandwidth figures. The helpers here serve the other scripts too: `bench_sustained` (and `timed`) for
-compute-bound kernels, which run an H100 at its power cap, `bench_queued` for memory-bound ones. Peers: torch
+compute-bound kernels, which run an H100 at its power cap, `bench_queued` for memory-bound ones,
+`forced_variant_env` for timing one compiled config through the autotune cache. Peers: torch
 eager, SDPA with the flash and cuDNN backends, cuBLAS (torch.matmul), the measured device-to-device copy
 bandwidth; cold start against Triton JIT compiling the same attention kernel.
 """
@@ -19,6 +20,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -175,6 +177,16 @@ def host_times_us(fns: dict, calls: int = 400, repeats: int = 41) -> dict:
             samples[name].append((time.perf_counter() - t0) / calls * 1e6)
             torch.cuda.synchronize()
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def forced_variant_env(device: str, primary: dict, variant: dict) -> dict:
+    """The environment of a child process that launches `variant` (a manifest entry) wherever its bucket's config
+    `primary` would run: an autotune cache file that names it as the device's choice (XOPSAOT_AUTOTUNE=1 then
+    reads it instead of timing), or autotuning off when it is the primary itself."""
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+        if variant is not primary:
+            f.write(f"{device}\t{primary['label']}\t{variant['when']}\t{variant['label']}\n")
+    return {**os.environ, "XOPSAOT_AUTOTUNE": "0" if variant is primary else "1", "XOPSAOT_AUTOTUNE_CACHE": f.name}
 
 
 def peer_row(op: str, shape, nbytes: float, ours, eager, copy_tbps: float, args: tuple = ()) -> dict:

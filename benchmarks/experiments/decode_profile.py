@@ -15,7 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import captured, sdpa  # noqa: E402
+from attention import DECODE_SHAPES, captured, decode_step, sdpa  # noqa: E402
 from run import bench, warm_up_gpu  # noqa: E402
 
 import xopsaot  # noqa: E402
@@ -43,12 +43,8 @@ def main() -> None:
     parser.add_argument("--splits", type=int, nargs="*", default=[0])
     args = parser.parse_args()
     warm_up_gpu()
-    heads, heads_k, dim = 32, 8, 128
-    for batch, context in ((64, 8192), (16, 4096), (1, 32768)):
-        q = torch.randn(batch, 1, heads, dim, device="cuda", dtype=torch.bfloat16)
-        kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
-        kv_bytes = 2 * kc.numel() * kc.element_size()
+    for batch, context in DECODE_SHAPES:
+        q, kc, vc, lengths, kv_bytes = decode_step(batch, context)
         calls = {"sdpa gqa": lambda: sdpa(q, kc, vc, False)}
         for splits in args.splits:
             calls[f"xopsaot splits={splits}"] = lambda s=splits: xopsaot.flash_attn_with_kvcache(

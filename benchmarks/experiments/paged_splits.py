@@ -7,10 +7,8 @@ caches, GQA 32:8, head dim 128, bf16, CUDA graphs: TB/s of KV read.
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import graph_ms, paged_view  # noqa: E402
+from attention import cache_layouts, decode_step, graph_ms  # noqa: E402
 from run import warm_up_gpu  # noqa: E402
 
 import xopsaot  # noqa: E402
@@ -20,18 +18,9 @@ SHAPES = ((1, 32768, (0, 8, 12, 16, 20, 24, 33, 48)), (16, 4096, (0, 1, 2, 3)), 
 
 def main() -> None:
     warm_up_gpu(1.0)
-    heads, heads_k, dim = 32, 8, 128
     for batch, context, split_counts in SHAPES:
-        q = torch.randn(batch, 1, heads, dim, device="cuda", dtype=torch.bfloat16)
-        kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
-        nbytes = 2 * kc.numel() * kc.element_size()
-        layouts = {"contiguous": (kc, vc, None)}
-        for page in (16, 128):
-            kp, table = paged_view(kc, page)
-            vp, _ = paged_view(vc, page, table)
-            layouts[f"paged{page}"] = (kp, vp, table)
-        for name, (k, v, table) in layouts.items():
+        q, kc, vc, lengths, nbytes = decode_step(batch, context)
+        for name, (k, v, table) in cache_layouts(kc, vc).items():
             line = []
             for splits in split_counts:
                 options = {"cache_seqlens": lengths, "block_table": table, "num_splits": splits, "validate": False}

@@ -5,13 +5,15 @@ largest error against SDPA on a slice in brackets.
     python3 benchmarks/experiments/ws_configs.py
 """
 
-import os
 import subprocess
 import sys
-import tempfile
+from pathlib import Path
 
-import xopsaot
-from xopsaot import _library
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from run import forced_variant_env  # noqa: E402
+
+import xopsaot  # noqa: E402
+from xopsaot import _library  # noqa: E402
 
 CHILD = r"""
 import sys
@@ -43,9 +45,6 @@ for dim in (64, 128):
     prim = [v for v in vs if v["alternate_of"] is None][0]
     print(f"d{dim}: seqlen 4k 4k-causal 8k 8k-causal 16k 16k-causal", flush=True)
     for v in vs:
-        with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
-            if v is not prim:
-                f.write(f"{dev}\t{prim['label']}\t{v['when']}\t{v['label']}\n")
-        env = {**os.environ, "XOPSAOT_AUTOTUNE": "1" if v is not prim else "0", "XOPSAOT_AUTOTUNE_CACHE": f.name}
+        env = forced_variant_env(dev, prim, v)
         r = subprocess.run([sys.executable, "-c", CHILD, str(dim)], env=env, capture_output=True, text=True)
         print("  ", v["label"].split("/", 4)[4], r.stdout.strip() or r.stderr[-500:], flush=True)
