@@ -149,9 +149,9 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
             if expr and expr not in predicates:
                 fn = f"{k}_when{len(predicates)}"
                 predicates[expr] = fn
-                source.append(f"static int {fn}(const void *pa, const int64_t *c) {{")
+                source.append(f"static int {fn}(const void *pa, const int64_t *c, int64_t NUM_SMS) {{")
                 source += c_bindings(kernel, consts, identifiers(expr))
-                source += ["  (void)c;", f"  return ({expr});", "}"]
+                source += ["  (void)c;", "  (void)NUM_SMS;", f"  return ({expr});", "}"]
 
         key_values, const_values = [], []
         first = index

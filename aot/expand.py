@@ -47,9 +47,12 @@ class Variant:
 
     @property
     def compile_constexprs(self) -> dict[str, Any]:
-        """constexprs plus the target's: PDL_PARAM where the kernel declares it."""
+        """constexprs plus the target's (PDL_PARAM where the kernel declares it), and the defaults of constexpr
+        parameters that neither gives (a tag or switch that only some configs set)."""
         extra = {PDL_PARAM: self.pdl} if self.kernel.declares_pdl else {}
-        return {**self.constexprs, **extra}
+        params = getattr(self.kernel.fn, "params", ())
+        defaults = {p.name: p.default for p in params if p.is_constexpr and p.has_default}
+        return {**defaults, **self.constexprs, **extra}
 
     def signature(self) -> dict[str, str]:
         """The ASTSource signature: every parameter of the Triton function in order."""
@@ -194,10 +197,10 @@ def int_constexprs(kernel: Kernel, variants: list[Variant]) -> list[str]:
 
 
 def check_expressions(kernel: Kernel, variants: list[Variant]) -> None:
-    """Grid expressions may name the integer arguments, the integer constexprs, cdiv/min/max and NUM_SMS;
-    predicates the same but NUM_SMS. Checked before anything compiles."""
-    names = kernel.int_names() | set(int_constexprs(kernel, variants)) | PREDICATE_BUILTINS
-    checks = [("grid expression", e, names | {"NUM_SMS"}) for e in kernel.grid]
+    """Grid expressions and predicates may name the integer arguments, the integer constexprs, cdiv/min/max and
+    NUM_SMS (the device's multiprocessor count). Checked before anything compiles."""
+    names = kernel.int_names() | set(int_constexprs(kernel, variants)) | PREDICATE_BUILTINS | {"NUM_SMS"}
+    checks = [("grid expression", e, names) for e in kernel.grid]
     checks += [("predicate", w, names) for w in sorted({v.config.when for v in variants if v.config.when})]
     for what, expr, allowed in checks:
         unknown = identifiers(str(expr)) - allowed

@@ -104,7 +104,8 @@ def tensor_desc(name: str, dtype: str, block: Sequence[Union[int, str]]) -> Arg:
 @dataclass(frozen=True)
 class Config:
     """One compiled config: constexpr values, warps, stages, and an optional C predicate `when` over the
-    runtime integer arguments and constexprs that must hold for the runtime to pick it (first match wins).
+    runtime integer arguments, the constexprs and NUM_SMS (the device's multiprocessor count) that must hold for the
+    runtime to pick it (first match wins).
 
     `fallback=False` compiles no unhinted variant of the config (kernels with ALIGNED_AND_FALLBACK): arguments that
     miss the hints go to a later config that has one, which must accept any arguments (it trims the build where

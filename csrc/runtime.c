@@ -281,7 +281,7 @@ static const xo_variant *select_variant(const xo_kernel *k, const int32_t *keys,
     const xo_variant *v = &k->variants[i];
     if (v->primary == v->index && variant_serves(v, d) && keys_match(v, keys, k->n_keys) &&
         hints_hold(k, v->aligned_mask, args) &&
-        (!v->when || v->when(args, v->consts)))
+        (!v->when || v->when(args, v->consts, d->props.sm_count)))
       return v;
   }
   return NULL;
@@ -601,6 +601,15 @@ static const xo_variant *autotuned(xo_context *c, const xo_variant *v, const voi
 int xo_can_launch(const xo_kernel *k, const int32_t *keys, const void *args, int device) {
   xo_device *d;
   return get_served_device(device, &d) == XOPSAOT_SUCCESS && select_variant(k, keys, args, d) != NULL;
+}
+
+int64_t xo_selected_const(const xo_kernel *k, const int32_t *keys, const void *args, int device, const char *name,
+                          int64_t otherwise) {
+  xo_device *d;
+  const xo_variant *v = get_served_device(device, &d) == XOPSAOT_SUCCESS ? select_variant(k, keys, args, d) : NULL;
+  for (int i = 0; v && i < k->n_consts; ++i)
+    if (!strcmp(k->const_names[i], name)) return v->consts[i];
+  return otherwise;
 }
 
 xopsaot_status xo_launch(const xo_kernel *k, const int32_t *keys, const void *args, int device, void *stream) {

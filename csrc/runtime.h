@@ -59,7 +59,7 @@ typedef struct xo_variant {
   uint64_t blob_size;
   const int32_t *keys;    /* kernel->n_keys selection values */
   const int64_t *consts;  /* kernel->n_consts integer constexprs, for grid and predicates */
-  int (*when)(const void *args, const int64_t *consts); /* NULL: always */
+  int (*when)(const void *args, const int64_t *consts, int64_t num_sms); /* NULL: always */
   const char *when_text;  /* the predicate's source ("" for none): with the label, names a bucket on disk */
   uint64_t aligned_mask;  /* bit i: runtime argument i must be a multiple of args[i].divisor */
   uint32_t arch;          /* CUDA: 10 * major + minor of the target */
@@ -122,6 +122,10 @@ xopsaot_status xo_launch(const xo_kernel *kernel, const int32_t *keys, const voi
 
 /* Whether xo_launch would find a variant for these keys and arguments on `device` (for ops with a fast path). */
 int xo_can_launch(const xo_kernel *kernel, const int32_t *keys, const void *args, int device) XO_INTERNAL;
+/* The integer constexpr `name` of the variant xo_launch would pick for these arguments (`otherwise` if none would,
+ * or it has none): what the tuning table says about a call, read before a launch parameter is fixed. */
+int64_t xo_selected_const(const xo_kernel *kernel, const int32_t *keys, const void *args, int device,
+                          const char *name, int64_t otherwise) XO_INTERNAL;
 
 /* n rounded up to a multiple of m (both positive). */
 static inline int64_t xo_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }

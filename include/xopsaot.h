@@ -363,7 +363,8 @@ typedef struct xopsaot_attention_options {
   int causal;
   int window_left, window_right; /* -1: unlimited */
   float softcap;                 /* > 0: scores become softcap * tanh(scores / softcap) */
-  int num_splits;                /* split-KV slices: 0 chooses (splits when batch x heads_k cannot fill the GPU) */
+  int num_splits;                /* split-KV slices: 0 chooses (splits when batch x heads_k cannot fill the GPU,
+                                    unless the tuning table runs the step as one unsplit wave) */
   float k_scale, v_scale;        /* an fp8 cache's per-tensor scales (stored = value / scale); 0 reads as 1 */
 } xopsaot_attention_options;
 

@@ -235,6 +235,7 @@ def attn_fwd(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NATIVE_FP8: tl.constexpr,
+    ONE_WAVE: tl.constexpr = False,  # a tag the C dispatch reads (csrc/ops/attention.c), not used here
     PDL: tl.constexpr = False,
 ):
     wait_for_predecessor(PDL)
@@ -466,12 +467,13 @@ def cache_dtypes_match(keys) -> bool:
 
 def bucket_configs(bucket, when: str, with_alternates: bool, extra: dict | None = None) -> list[Config]:
     """A table bucket's config, then (for XOPSAOT_AUTOTUNE) its alternates; entries are [BLOCK_M, BLOCK_N,
-    num_warps, num_stages]. `extra` constexprs join every one."""
+    num_warps, num_stages], optionally followed by a dict of further constexprs. `extra` constexprs join every one."""
     entries = [bucket["config"]] + (bucket.get("alternates", []) if with_alternates else [])
-    return [
-        Config({"BLOCK_M": bm, "BLOCK_N": bn, **(extra or {})}, warps, stages, when=when, alternate=i > 0)
-        for i, (bm, bn, warps, stages) in enumerate(entries)
-    ]
+    configs = []
+    for i, (bm, bn, warps, stages, *own) in enumerate(entries):
+        constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, **(own[0] if own else {}), **(extra or {})}
+        configs.append(Config(constexprs, warps, stages, when=when, alternate=i > 0))
+    return configs
 
 
 def native_fp8(target: Target, keys) -> bool:
@@ -481,17 +483,22 @@ def native_fp8(target: Target, keys) -> bool:
 
 def attention_configs(target: Target, keys) -> list[Config]:
     """The table's configs for this target and tile width, in bucket order: each bucket but the last gets a
-    predicate on rows = seqlen_q * group, so the C dispatch takes the first bucket that bounds the call.
-    Alternates are compiled for the plain variants only (16-bit keys, MODS off)."""
+    predicate on rows = seqlen_q * group, and its own `when` if it has one (a C condition over the kernel's
+    arguments and NUM_SMS), so the C dispatch takes the first bucket that holds for the call. Alternates, and
+    buckets marked `plain`, are compiled for the plain variants only (16-bit keys, MODS off): what was measured."""
     if not cache_dtypes_match(keys):
         return []
     configs = []
     tiles = TUNING[str(target.arch)]["tiles"]
     name = f"{keys['BLOCK_D']}/paged" if keys["PAGED"] and f"{keys['BLOCK_D']}/paged" in tiles else str(keys["BLOCK_D"])
+    plain = keys["KV"] == keys["T"] and not keys["MODS"]
     for bucket in tiles[name]:
-        when = "" if bucket["max_rows"] is None else f"seqlen_q * group <= {int(bucket['max_rows'])}"
+        if bucket.get("plain") and not plain:
+            continue
+        conditions = [] if bucket["max_rows"] is None else [f"seqlen_q * group <= {int(bucket['max_rows'])}"]
+        conditions += [f"({bucket['when']})"] if bucket.get("when") else []
         extra = {"NATIVE_FP8": native_fp8(target, keys)}
-        configs += bucket_configs(bucket, when, keys["KV"] == keys["T"] and not keys["MODS"], extra)
+        configs += bucket_configs(bucket, " && ".join(conditions), plain, extra)
     return configs
 
 

@@ -398,6 +398,35 @@ def test_flash_attn_with_kvcache(request, rng, where, layout, case):
         np.testing.assert_array_equal(host(vc), expect[1])
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_decode_in_one_unsplit_wave(request, rng, dtype):
+    """A decode step whose batch x key heads fill the GPU's multiprocessors but for a few: on sm_90 the table's
+    ONE_WAVE config runs it unsplit where split-KV would halve it (the launch-path tests check the choice), at cache
+    lengths that differ per sequence (1, 17, a tile edge, the whole cache), GQA 4."""
+    import torch
+
+    request.getfixturevalue("poison")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    h, hk, dim, capacity = 16, 4, 128, 1100
+    batch = sms // hk
+    lengths = rng.integers(1, capacity + 1, batch).astype(np.int32)
+    lengths[:4] = [1, 17, 64, capacity]
+    caches = [rng.standard_normal((batch, capacity, hk, dim)).astype(np.float32) for _ in range(2)]
+    kc, vc = (to_where(c, dtype, "gpu") for c in caches)
+    q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), dtype, "gpu")
+    out = host(xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu")))
+    note_variant("gpu")
+    if torch.cuda.get_device_capability() == (9, 0):
+        label = {v["index"]: v["label"] for v in _library.manifest()["variants"]}[_library.last_variant()]
+        assert "ONE_WAVE=True" in label, label
+    hq, hkc, hvc = host(q), host(kc), host(vc)
+    for b in range(batch):
+        n = int(lengths[b])
+        ref = attention64(hq[b : b + 1], hkc[b : b + 1, :n], hvc[b : b + 1, :n])
+        assert_close(out[b], ref[0], dtype, f"one wave {dtype} sequence {b} of {n} keys")
+
+
 def fp8(values: np.ndarray, scale: float, where):
     """An fp8 e4m3 cache holding values / scale, quantized by ml_dtypes (CPU) or torch (GPU), not by xopsaot."""
     stored = values.astype(np.float32) * (np.float32(1) / np.float32(scale))

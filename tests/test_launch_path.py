@@ -854,7 +854,8 @@ def test_graph_capture_needs_preload(fake_driver):
 @needs_sm90
 def test_split_kv_keeps_within_two_programs_per_multiprocessor(fake_driver):
     """Automatic split-KV on the fake's 132 SMs: batch x 8 key heads decode programs, split into as many slices as
-    keep them within 264, each slice at least 256 keys; none when the batch fills the GPU."""
+    keep them within 264, each slice at least 256 keys; none when the batch fills the GPU, or (16 x 8 = 128
+    programs) fills 90-100% of it where the table has a one-wave config (the next test)."""
     r = scenario(
         fake_driver,
         """
@@ -871,7 +872,43 @@ def test_split_kv_keeps_within_two_programs_per_multiprocessor(fake_driver):
     """,
     )
     # 32 x 2048 fills the GPU unsplit, so the dense layout goes to the TMA kernel
-    assert r == {"16x4096": 2, "4x8192": 8, "1x32768": 33, "2x4096": 16, "1x1000": 4, "32x2048": "tma"}
+    assert r == {"16x4096": 1, "4x8192": 8, "1x32768": 33, "2x4096": 16, "1x1000": 4, "32x2048": "tma"}
+
+
+@needs_sm90
+def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
+    """A decode step whose batch x key heads fill 90-100% of the fake's 132 SMs runs unsplit on the sm_90 table's
+    ONE_WAVE config (16-bit contiguous caches, head dim 128, no softcap), where choose_splits would split it in
+    two; without such a config (fp8 or paged caches, softcap, head dim 64), or with num_splits given, it splits.
+    Returns per call: slices, whether the variant is ONE_WAVE, launches (attn_fwd, then attn_combine if split)."""
+    r = scenario(
+        fake_driver,
+        """
+        fake.fake_cuda_expect_params(0)
+        def step(batch, dtype="float16", kv=None, dim=128, softcap=0.0, splits=0, paged=False):
+            q = tensor((batch, 1, 32, dim), dtype)
+            if paged:
+                cache = tensor((batch * 32, 128, 8, dim), kv or dtype, 0x7f0000100000)
+                table = tensor((batch, 32), "int32", 0x7f0000800000)
+            else:
+                cache, table = tensor((batch, 4096, 8, dim), kv or dtype, 0x7f0000100000), None
+            lengths = tensor((batch,), "int32", 0x7f0000900000)
+            fake.fake_cuda_reset()
+            opts = _library.AttentionOptions(0.1, 0, -1, -1, softcap, splits)
+            views = (q, cache, cache, None, None, lengths, table, q, None)
+            _library.call("xopsaot_flash_attn_with_kvcache", views, opts, 0)
+            first = launches()[0]
+            return [first["grid"][1] // 8, first["variant"]["constexprs"].get("ONE_WAVE", False), len(launches())]
+        emit(b16=step(16), b15=step(15), bf16=step(16, "bfloat16"), b14=step(14), b17=step(17),
+             forced=step(16, splits=2), softcap=step(16, softcap=30.0), paged=step(16, paged=True),
+             fp8=step(16, kv="float8_e4m3fn"), dim64=step(16, dim=64))
+    """,
+    )
+    one_wave, split = [1, True, 1], [2, False, 2]
+    assert r["b16"] == r["b15"] == r["bf16"] == one_wave  # 128 and 120 programs: at least 90% of 132
+    assert r["b14"] == split  # 112 programs: under 90%
+    assert r["b17"] == [1, False, 1]  # 136 programs: more than a wave, unsplit on the usual decode config
+    assert r["forced"] == r["softcap"] == r["paged"] == r["fp8"] == r["dim64"] == split
 
 
 # ---- XOPSAOT_AUTOTUNE ----
@@ -881,7 +918,8 @@ fake.fake_cuda_expect_params(51)
 ADDRESS = {v["index"]: a for a, v in BY_ADDRESS.items()}
 def decode_bucket():
     for v in MANIFEST["variants"]:
-        if (v["kernel"] == "attn_fwd" and v["arch"] == "sm_90a" and v["when"] and v["alternate_of"] is None
+        if (v["kernel"] == "attn_fwd" and v["arch"] == "sm_90a" and v["when"] == "seqlen_q * group <= 16"
+                and v["alternate_of"] is None
                 and v["dtypes"] == {"T": "float16", "KV": "float16"}
                 and v["keys"] == {"BLOCK_D": 128, "PAGED": False, "MODS": False}):
             return v, [w for w in MANIFEST["variants"] if w["alternate_of"] == v["index"]]

@@ -279,20 +279,11 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
     xopsaot_status st = run_tma(p, o, window_left, window_right, &launched, stream);
     if (st || launched) return st;
   }
-  void *workspace = NULL;
-  float *opart = NULL, *lse_part = NULL;
-  if (splits > 1) {
-    const uint64_t part = (uint64_t)token_rows * (uint64_t)block_d, bytes = (part + (uint64_t)token_rows) * 4;
-    XO_TRY(xo_workspace_alloc(p->q->device, stream, bytes * (uint64_t)splits, &workspace));
-    opart = workspace;
-    lse_part = opart + part * (uint64_t)splits;
-  }
   const float log2e = 1.4426950408889634f;
   const int paged = p->block_table != NULL;
   xk_attn_fwd_args a = {
       .Q = p->q->data, .K = p->k->data, .V = p->v->data, .Out = p->out->data,
-      .Lse = splits > 1 ? (void *)lse_part : p->lse ? p->lse->data : NULL,
-      .Opart = opart,
+      .Lse = p->lse ? p->lse->data : NULL, /* split-KV's partials replace it and Opart's NULL below */
       .CuSeqlensQ = p->cu_q ? p->cu_q->data : NULL,
       .CuSeqlensK = p->cu_k ? p->cu_k->data : NULL,
       .SequsedK = p->seqused_k ? p->seqused_k->data : NULL,
@@ -323,6 +314,22 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   };
   /* softcap and ALiBi are run-time switches of the MODS variants; plain calls take the variants without them */
   xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap || p->alibi != NULL};
+  if (o->num_splits == 0 && splits > 1) {
+    /* the table may hold a config for this step as one unsplit wave (a program per multiprocessor, which deep
+     * pipelines need): then it runs unsplit, without partials to merge */
+    a.num_splits = 1;
+    if (xo_selected_const(&xk_attn_fwd, &keys.T, &a, p->q->device, "ONE_WAVE", 0)) splits = 1;
+    a.num_splits = splits;
+  }
+  void *workspace = NULL;
+  float *opart = NULL, *lse_part = NULL;
+  if (splits > 1) {
+    const uint64_t part = (uint64_t)token_rows * (uint64_t)block_d, bytes = (part + (uint64_t)token_rows) * 4;
+    XO_TRY(xo_workspace_alloc(p->q->device, stream, bytes * (uint64_t)splits, &workspace));
+    opart = workspace;
+    lse_part = opart + part * (uint64_t)splits;
+    a.Opart = opart, a.Lse = lse_part;
+  }
   xopsaot_status st = xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
   if (!st && splits > 1) {
     xk_attn_combine_args c = {
