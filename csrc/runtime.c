@@ -572,7 +572,7 @@ static const xo_variant *autotuned(xo_context *c, const xo_variant *v, const voi
   pthread_mutex_lock(&d->tune_lock);
   if (!d->tuned) d->tuned = calloc((size_t)xo_n_variants, sizeof *d->tuned);
   if (d->tuned && !d->tune_cache_read) read_tune_cache(d);
-  chosen = d->tuned ? d->tuned[v->index] : v->index + 1;
+  chosen = d->tuned ? d->tuned[v->index] : (int32_t)v->index + 1;
   if (!chosen) {
     const xo_kernel *k = v->kernel;
     int alternates = 0, capturing = 0;

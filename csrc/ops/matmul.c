@@ -78,7 +78,7 @@ static xopsaot_status gated_operand(const xopsaot_tensor *a, const xopsaot_tenso
   const int64_t m = a->shape[0], k = a->shape[1], elem = xo_dtype_size(a->dtype);
   const int64_t shape[2] = {m, k};
   void *workspace = NULL;
-  if (m * k) XO_TRY(xo_workspace_alloc(a->device, stream, (uint64_t)(m * k * elem), &workspace));
+  if (m * k != 0) XO_TRY(xo_workspace_alloc(a->device, stream, (uint64_t)(m * k * elem), &workspace));
   xopsaot_tensor_contiguous(gated, workspace, 2, shape, a->dtype, a->device);
   if (m * k == 0) return XOPSAOT_SUCCESS;
   xk_gated_activation_kernel_args args = {.X = a->data, .Gate = gate->data, .Y = workspace,
