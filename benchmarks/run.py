@@ -13,10 +13,12 @@ bandwidth; cold start against Triton JIT compiling the same attention kernel.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
 import json
 import os
 import platform
+import pstats
 import statistics
 import subprocess
 import sys
@@ -177,6 +179,18 @@ def host_times_us(fns: dict, calls: int = 400, repeats: int = 41) -> dict:
             samples[name].append((time.perf_counter() - t0) / calls * 1e6)
             torch.cuda.synchronize()
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def print_profile(fn, calls: int, title: str, entries: int = 12) -> None:
+    """cProfile `calls` calls of fn (the host side of an op call) and print the entries with the most own time."""
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        fn()
+    profile.disable()
+    torch.cuda.synchronize()
+    print(f"--- cProfile, {calls} calls of {title}")
+    pstats.Stats(profile).sort_stats("tottime").print_stats(entries)
 
 
 def forced_variant_env(device: str, primary: dict, variant: dict) -> dict:

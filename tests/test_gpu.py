@@ -294,14 +294,16 @@ def test_replayed_calls(rng, dtype):
         y, h = xopsaot.rms_norm(x, w, 1e-5, residual=r)
         attn = xopsaot.flash_attn(q, q[:, :, :2], q[:, :, :2], causal=True)
         mm = xopsaot.matmul(x, w.view(1000, 1).expand(1000, 3))
+        total = xopsaot.add(x, r)  # its output made by empty_like of x (a contiguous twin)
+        assert_close(total, add64(x, r), dtype, f"call {i}")
         assert_close(y, rms_norm64(x, w, 1e-5, r)[0], dtype, f"call {i}")
         assert_close(h, rms_norm64(x, w, 1e-5, r)[1], dtype, f"call {i}")
         assert_close(attn, attention64(q, q[:, :, :2], q[:, :, :2], True), dtype, f"call {i}")
         assert_close(mm, matmul64(x, w.view(1000, 1).expand(1000, 3)), dtype, f"call {i}")
-        seen.update(t.data_ptr() for t in (y, h, attn, mm))
-        kept += [y, h, attn, mm]  # alive, so the allocator cannot hand their memory out again
-    assert len(seen) == 4 * 4  # outputs are new tensors, not reused buffers of an earlier call
-    assert len(_plans.plans) == 3
+        seen.update(t.data_ptr() for t in (y, h, attn, mm, total))
+        kept += [y, h, attn, mm, total]  # alive, so the allocator cannot hand their memory out again
+    assert len(seen) == 4 * 5  # outputs are new tensors, not reused buffers of an earlier call
+    assert len(_plans.plans) == 4
 
 
 def test_replays_from_many_threads(rng):

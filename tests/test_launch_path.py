@@ -1410,3 +1410,47 @@ def test_replayed_in_place_calls_return_their_arguments(fake_driver):
     )
     assert r["same"] == [True] * 3 and r["no_k"] == [True] * 2 and r["plans"] == 2 and r["launches"] == 5
     assert r["q_ptrs"][:3] == r["ptrs"]
+
+
+@needs_sm90
+@pytest.mark.skipif(__import__("conftest").cuda_available(), reason="simulates CUDA tensors; test_gpu.py has real ones")
+def test_replayed_outputs_copy_a_matching_argument(fake_driver):
+    """A replayed call makes an output of an argument's shape and dtype with empty_like of a contiguous argument
+    (the cheaper allocation), and any other output from its recorded shape: new tensors every call, each launch
+    given the new output's pointer."""
+    pytest.importorskip("torch")
+    r = scenario(
+        fake_driver,
+        PRETEND_GPU
+        + textwrap.dedent(
+            """
+        full = [torch.randn(8, 64, dtype=torch.float16) for _ in range(2)]
+        row = torch.randn(64, dtype=torch.float16)
+        calls = {
+            "same": lambda: xopsaot.add(full[0], full[1]),
+            "row first": lambda: xopsaot.mul(row, full[1]),  # the output is full[1]'s twin, the second argument
+            "compared": lambda: xopsaot.gt(full[0], full[1]),  # a bool out: no twin
+            "strided": lambda: xopsaot.add(full[0].T, full[1].T),  # transposed arguments are no twins
+        }
+        seen = {}
+        for name, call in calls.items():
+            fake.fake_cuda_expect_params(30 if name == "strided" else 16)  # the kernel's parameters and 2 scratch
+            outs = [call() for _ in range(3)]
+            plan = list(_plans.plans.values())[-1]
+            pointers = [o.data_ptr() for o in outs]
+            launched = [l["params"][2] for l in launches()[-3:]]  # OUT
+            seen[name] = {"outputs": [list(map(str, o)) for o in plan.outputs],
+                          "pointers_new": len(set(pointers)) == 3 and launched == pointers,
+                          "shapes": [list(o.shape) for o in outs], "dtypes": [str(o.dtype) for o in outs],
+                          "contiguous": all(o.is_contiguous() for o in outs)}
+        emit(**seen)
+    """
+        ),
+    )
+    assert r["same"]["outputs"] == [["like", "0"]]
+    assert r["row first"]["outputs"] == [["like", "1"]]
+    assert r["compared"]["outputs"][0][0] == "new" and r["strided"]["outputs"][0][0] == "new"
+    for name, case in r.items():
+        assert case["pointers_new"] and case["contiguous"], name
+        assert case["shapes"] == [[64, 8] if name == "strided" else [8, 64]] * 3, name
+        assert case["dtypes"] == ["torch.bool" if name == "compared" else "torch.float16"] * 3, name

@@ -6,17 +6,13 @@ paged call's Python side. One JSON line per shape and call, then the profile's t
     python3 benchmarks/experiments/decode_host_time.py LABEL [--profile]
 """
 
-import cProfile
 import json
-import pstats
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from attention import DECODE_SHAPES, cache_layouts, decode_step, graph_ms, sdpa  # noqa: E402
-from run import bench, host_times_us  # noqa: E402
+from run import bench, host_times_us, print_profile  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -38,11 +34,4 @@ for batch, context in DECODE_SHAPES:
         print(json.dumps(line), flush=True)
     if "--profile" in sys.argv and batch == 1:
         for name in ("contiguous", "paged16"):
-            profile = cProfile.Profile()
-            profile.enable()
-            for _ in range(2000):
-                calls[name]()
-            profile.disable()
-            torch.cuda.synchronize()
-            print(f"--- cProfile, 2000 calls of {name} b{batch}x{context}")
-            pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+            print_profile(calls[name], 2000, f"{name} b{batch}x{context}")
