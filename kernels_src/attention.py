@@ -143,6 +143,36 @@ def _attend_block(
 
 
 @triton.jit
+def _paged_full_blocks(acc, m_i, l_i, q, K, V, BlockTable, lo, hi, stride_kp, stride_ks, stride_vp, stride_vs,
+                       page_size, n_pages, max_pages, dim_ok, qk_scale, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                       TABLE_CHUNK: tl.constexpr):  # fmt: skip
+    """The key blocks [lo, hi), every one seen whole by every row, of a paged 16-bit cache without softcap or ALiBi,
+    with the block table read TABLE_CHUNK pages at a time ahead of the blocks that use them, each block's pages
+    then taken from registers (tl.gather). Triton pipelines a load whose address comes from another load of the
+    loop (a page id) only one block ahead, after the block's arithmetic; this loop's key and value loads depend on
+    the chunk's loads only, and are pipelined as a contiguous cache's are. The pipeline drains at each chunk's end,
+    so chunks should span many blocks (the table's paged one-wave bucket: 256 pages of at least 8 tokens). The
+    caller makes sure a block's pages fit in a chunk: (TABLE_CHUNK - 1) * page_size >= BLOCK_N."""
+    slots = tl.arange(0, TABLE_CHUNK)
+    dims = tl.arange(0, BLOCK_D)
+    chunk_keys = (TABLE_CHUNK - 1) * page_size // BLOCK_N * BLOCK_N  # whole blocks whose pages the chunk holds
+    for chunk in range(lo, hi, chunk_keys):
+        first = chunk // page_size
+        pages = tl.load(BlockTable + first + slots, mask=first + slots < max_pages, other=-1)
+        for start_n in range(chunk, tl.minimum(chunk + chunk_keys, hi), BLOCK_N):
+            cols = start_n + tl.arange(0, BLOCK_N)
+            page = tl.gather(pages, cols // page_size - first, 0)
+            within = (cols % page_size).to(tl.int64)
+            load_mask = ((page >= 0) & (page < n_pages))[:, None] & dim_ok[None, :]
+            k_rows = page.to(tl.int64) * stride_kp + within * stride_ks
+            v_rows = page.to(tl.int64) * stride_vp + within * stride_vs
+            k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0)
+            v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0)
+            acc, m_i, l_i = _online_softmax(acc, m_i, l_i, tl.dot(q, tl.trans(k)) * qk_scale, v)
+    return acc, m_i, l_i
+
+
+@triton.jit
 def _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, has_alibi, qk_scale, softcap_log2e,
             MASKED: tl.constexpr, MODS: tl.constexpr):  # fmt: skip
     """Scores of q against one key block in base-2 units, masked outside the window. With MODS, soft-capped when
@@ -236,6 +266,7 @@ def attn_fwd(
     BLOCK_N: tl.constexpr,
     NATIVE_FP8: tl.constexpr,
     ONE_WAVE: tl.constexpr = False,  # a tag the C dispatch reads (csrc/ops/attention.c), not used here
+    TABLE_CHUNK: tl.constexpr = 0,  # paged plain configs: read the block table in chunks (_paged_full_blocks)
     PDL: tl.constexpr = False,
 ):
     wait_for_predecessor(PDL)
@@ -315,12 +346,20 @@ def attn_fwd(
             page_size, page_shift, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
             qk_scale, softcap_log2e, True, PAGED, MODS, BLOCK_N, BLOCK_D, NATIVE_FP8,
         )  # fmt: skip
-    for start_n in range(tl.maximum(u_lo, s_lo), tl.minimum(u_hi, s_hi), BLOCK_N):
-        acc, m_i, l_i = _attend_block(
-            acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
-            page_size, page_shift, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row, has_alibi,
-            qk_scale, softcap_log2e, False, PAGED, MODS, BLOCK_N, BLOCK_D, NATIVE_FP8,
+    full_lo, full_hi = tl.maximum(u_lo, s_lo), tl.minimum(u_hi, s_hi)
+    if PAGED and TABLE_CHUNK > 0 and (TABLE_CHUNK - 1) * page_size >= BLOCK_N:
+        tl.static_assert(not MODS and K.dtype.element_ty != tl.uint8, "table chunks: plain 16-bit caches only")
+        acc, m_i, l_i = _paged_full_blocks(
+            acc, m_i, l_i, q, K, V, BlockTable, full_lo, full_hi, stride_kb, stride_ks, stride_vb, stride_vs,
+            page_size, n_pages, max_pages, dim_ok, qk_scale, BLOCK_N, BLOCK_D, TABLE_CHUNK,
         )  # fmt: skip
+    else:
+        for start_n in range(full_lo, full_hi, BLOCK_N):
+            acc, m_i, l_i = _attend_block(
+                acc, m_i, l_i, q, K, V, BlockTable, start_n, k_len, stride_kb, stride_ks, stride_vb, stride_vs,
+                page_size, page_shift, n_pages, max_pages, dim_ok, diag, window_left, window_right, slope_row,
+                has_alibi, qk_scale, softcap_log2e, False, PAGED, MODS, BLOCK_N, BLOCK_D, NATIVE_FP8,
+            )  # fmt: skip
 
     seen = l_i > 0
     out = tl.where(seen[:, None], acc * (v_scale / tl.where(seen, l_i, 1.0))[:, None], 0.0)

@@ -400,31 +400,42 @@ def test_flash_attn_with_kvcache(request, rng, where, layout, case):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_decode_in_one_unsplit_wave(request, rng, dtype):
+@pytest.mark.parametrize("page", [None, 3, 8, 16, 128])
+def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
     """A decode step whose batch x key heads fill the GPU's multiprocessors but for a few: on sm_90 the table's
-    ONE_WAVE config runs it unsplit where split-KV would halve it (the launch-path tests check the choice), at cache
-    lengths that differ per sequence (1, 17, a tile edge, the whole cache), GQA 4."""
+    ONE_WAVE configs run it unsplit where split-KV would halve it (the launch-path tests check the choice), at cache
+    lengths that differ per sequence (1, 17, a tile edge, the whole cache), GQA 4; a contiguous cache, or pages of
+    8, 16 and 128 tokens in shuffled order, whose config reads the block table in chunks of 256 pages; pages of 3
+    take the usual decode config."""
     import torch
 
     request.getfixturevalue("poison")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    h, hk, dim, capacity = 16, 4, 128, 1100
+    h, hk, dim, capacity = 16, 4, 128, 1152
     batch = sms // hk
     lengths = rng.integers(1, capacity + 1, batch).astype(np.int32)
     lengths[:4] = [1, 17, 64, capacity]
+    dt = getattr(torch, dtype)
     caches = [rng.standard_normal((batch, capacity, hk, dim)).astype(np.float32) for _ in range(2)]
-    kc, vc = (to_where(c, dtype, "gpu") for c in caches)
+    caches = [torch.from_numpy(c).to(dt).float().numpy() for c in caches]  # values the cache's dtype holds
+    stored, extra = caches, {}
+    if page is not None:
+        stored, table = paged(caches, page, rng)
+        extra["block_table"] = ints(table, "gpu")
+    kc, vc = (to_where(c, dtype, "gpu") for c in stored)
     q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), dtype, "gpu")
-    out = host(xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu")))
+    out = host(xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu"), **extra))
     note_variant("gpu")
     if torch.cuda.get_device_capability() == (9, 0):
         label = _library.manifest()["variants"][_library.last_variant()]["label"]
-        assert "ONE_WAVE=True" in label, label
-    hq, hkc, hvc = host(q), host(kc), host(vc)
+        one_wave = page is None or page >= 8
+        assert ("ONE_WAVE=True" in label) == one_wave, label
+        assert ("TABLE_CHUNK=256" in label) == (one_wave and page is not None), label
+    hq = host(q)
     for b in range(batch):
         n = int(lengths[b])
-        ref = attention64(hq[b : b + 1], hkc[b : b + 1, :n], hvc[b : b + 1, :n])
-        assert_close(out[b], ref[0], dtype, f"one wave {dtype} sequence {b} of {n} keys")
+        ref = attention64(hq[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n])
+        assert_close(out[b], ref[0], dtype, f"one wave {dtype} page {page} sequence {b} of {n} keys")
 
 
 def fp8(values: np.ndarray, scale: float, where):
@@ -667,6 +678,16 @@ for dtype in (torch.float16, torch.bfloat16):
         ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
                               for b, n in enumerate((37, 200))])
         check(out, ref, f"paged decode {dim}")
+        # one wave: batch x 4 key heads fill the GPU's multiprocessors (sm_90's paged ONE_WAVE bucket at dim 128)
+        batch = torch.cuda.get_device_properties(0).multi_processor_count // 4
+        q, pool = t(batch, 1, 16, dim), t(batch * 8, 64, 4, dim)
+        table = torch.randperm(batch * 8, device="cuda").to(torch.int32).view(batch, 8)
+        lengths = torch.from_numpy(rng.integers(1, 513, batch).astype(np.int32)).cuda()
+        out = xopsaot.flash_attn_with_kvcache(q, pool, pool, cache_seqlens=lengths, block_table=table)
+        pages = pool.cpu()[table.long().cpu()].reshape(batch, 512, 4, dim)
+        ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
+                              for b, n in enumerate(lengths.tolist())])
+        check(out, ref, f"paged decode in one wave {dim}")
 print(json.dumps({"used": used, "errors": errors}))
 """
 

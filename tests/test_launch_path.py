@@ -878,18 +878,19 @@ def test_split_kv_keeps_within_two_programs_per_multiprocessor(fake_driver):
 @needs_sm90
 def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     """A decode step whose batch x key heads fill 90-100% of the fake's 132 SMs runs unsplit on the sm_90 table's
-    ONE_WAVE config (16-bit contiguous caches, head dim 128, no softcap), where choose_splits would split it in
-    two; without such a config (fp8 or paged caches, softcap, head dim 64), or with num_splits given, it splits.
-    Returns per call: slices, whether the variant is ONE_WAVE, launches (attn_fwd, then attn_combine if split)."""
+    ONE_WAVE configs (16-bit caches, head dim 128, no softcap; paged ones with pages of at least 8 tokens, whose
+    config reads the block table in chunks), where choose_splits would split it in two; without such a config (fp8
+    caches, pages of 4, softcap, head dim 64), or with num_splits given, it splits. Returns per call: slices,
+    whether the variant is ONE_WAVE, launches (attn_fwd, then attn_combine if split), TABLE_CHUNK."""
     r = scenario(
         fake_driver,
         """
         fake.fake_cuda_expect_params(0)
-        def step(batch, dtype="float16", kv=None, dim=128, softcap=0.0, splits=0, paged=False):
+        def step(batch, dtype="float16", kv=None, dim=128, softcap=0.0, splits=0, page=0):
             q = tensor((batch, 1, 32, dim), dtype)
-            if paged:
-                cache = tensor((batch * 32, 128, 8, dim), kv or dtype, 0x7f0000100000)
-                table = tensor((batch, 32), "int32", 0x7f0000800000)
+            if page:
+                cache = tensor((batch * 4096 // page, page, 8, dim), kv or dtype, 0x7f0000100000)
+                table = tensor((batch, 4096 // page), "int32", 0x7f0000800000)
             else:
                 cache, table = tensor((batch, 4096, 8, dim), kv or dtype, 0x7f0000100000), None
             lengths = tensor((batch,), "int32", 0x7f0000900000)
@@ -898,17 +899,21 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
             views = (q, cache, cache, None, None, lengths, table, q, None)
             _library.call("xopsaot_flash_attn_with_kvcache", views, opts, 0)
             first = launches()[0]
-            return [first["grid"][1] // 8, first["variant"]["constexprs"].get("ONE_WAVE", False), len(launches())]
+            constexprs = first["variant"]["constexprs"]
+            return [first["grid"][1] // 8, constexprs.get("ONE_WAVE", False), len(launches()),
+                    constexprs.get("TABLE_CHUNK", 0)]
         emit(b16=step(16), b15=step(15), bf16=step(16, "bfloat16"), b14=step(14), b17=step(17),
-             forced=step(16, splits=2), softcap=step(16, softcap=30.0), paged=step(16, paged=True),
-             fp8=step(16, kv="float8_e4m3fn"), dim64=step(16, dim=64))
+             forced=step(16, splits=2), softcap=step(16, softcap=30.0), fp8=step(16, kv="float8_e4m3fn"),
+             dim64=step(16, dim=64), page128=step(16, page=128), page8=step(16, "bfloat16", page=8),
+             page4=step(16, page=4), paged14=step(14, page=16))
     """,
     )
-    one_wave, split = [1, True, 1], [2, False, 2]
+    one_wave, split = [1, True, 1, 0], [2, False, 2, 0]
     assert r["b16"] == r["b15"] == r["bf16"] == one_wave  # 128 and 120 programs: at least 90% of 132
     assert r["b14"] == split  # 112 programs: under 90%
-    assert r["b17"] == [1, False, 1]  # 136 programs: more than a wave, unsplit on the usual decode config
-    assert r["forced"] == r["softcap"] == r["paged"] == r["fp8"] == r["dim64"] == split
+    assert r["b17"] == [1, False, 1, 0]  # 136 programs: more than a wave, unsplit on the usual decode config
+    assert r["forced"] == r["softcap"] == r["fp8"] == r["dim64"] == r["page4"] == r["paged14"] == split
+    assert r["page128"] == r["page8"] == [1, True, 1, 256]
 
 
 # ---- XOPSAOT_AUTOTUNE ----

@@ -1,0 +1,53 @@
+"""Is paged decode's gap to the contiguous cache a matter of where the pages lie? The installed wheel's decode
+(automatic splits, CUDA graphs) on attention.py's decode shapes with the same keys and values as a contiguous cache
+and as pools of pages of 16 and 128 under four block tables: in order (each sequence's pages consecutive, as the
+contiguous cache), shuffled within runs of 2 MB of pool (a few TLB pages per sequence's stretch), shuffled across
+the whole pool (attention.py's table) and in order with the sequences interleaved page by page. TB/s of KV read.
+
+    python3 benchmarks/experiments/paged_locality.py
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from attention import DECODE_SHAPES, decode_step, graph_ms, paged_view  # noqa: E402
+from run import warm_up_gpu  # noqa: E402
+
+import xopsaot  # noqa: E402
+
+
+def tables(batch: int, per: int, page_bytes: int) -> dict:
+    """Block tables (batch, per) over a pool of batch * per pages."""
+    ordered = torch.arange(batch * per, device="cuda").view(batch, per)
+    run = max(1, 2**21 // page_bytes)  # pages per 2 MB of pool
+    local = torch.cat([start + torch.randperm(min(run, batch * per - start), device="cuda")
+                       for start in range(0, batch * per, run)]).view(batch, per)  # fmt: skip
+    shuffled = torch.randperm(batch * per, device="cuda").view(batch, per)
+    interleaved = torch.arange(batch * per, device="cuda").view(per, batch).T
+    named = {"ordered": ordered, "local 2MB": local, "shuffled": shuffled, "interleaved": interleaved}
+    return {name: t.to(torch.int32).contiguous() for name, t in named.items()}
+
+
+def main() -> None:
+    warm_up_gpu(1.0)
+    for batch, context in DECODE_SHAPES:
+        q, kc, vc, lengths, nbytes = decode_step(batch, context)
+
+        def tbps(k, v, table=None) -> float:
+            options = {"cache_seqlens": lengths, "block_table": table, "validate": False}
+            return nbytes / graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options)) / 1e9
+
+        cells = [f"contiguous {tbps(kc, vc):.2f}"]
+        for page in (16, 128):
+            page_bytes = page * kc.shape[2] * kc.shape[3] * kc.element_size()
+            for name, table in tables(batch, context // page, page_bytes).items():
+                pools = paged_view(kc, page, table)[0], paged_view(vc, page, table)[0]
+                cells.append(f"p{page} {name} {tbps(*pools, table):.2f}")
+        print(f"b{batch}x{context}: " + ", ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
