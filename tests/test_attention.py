@@ -438,6 +438,34 @@ def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
         assert_close(out[b], ref[0], dtype, f"one wave {dtype} page {page} sequence {b} of {n} keys")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch", [1, 3])
+def test_decode_in_one_wave_of_slices(request, rng, batch):
+    """A decode step with fewer programs than multiprocessors: on sm_90 the table's ONE_WAVE config runs it split
+    in as many slices as make one wave (SMs // (batch x 4 key heads): 33 or 11 on 132 SMs; the launch-path tests
+    check the choice), automatic and with that num_splits given, against float64; cache lengths from one key to the
+    whole cache (most slices of the short sequences are empty)."""
+    import torch
+
+    request.getfixturevalue("poison")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    h, hk, dim, capacity = 16, 4, 128, 8704
+    wave = sms // (batch * hk)
+    lengths = np.array([capacity - 5, 1, 300][:batch], dtype=np.int32)
+    caches = [rng.standard_normal((batch, capacity, hk, dim)).astype(np.float32) for _ in range(2)]
+    caches = [torch.from_numpy(c).to(torch.bfloat16).float().numpy() for c in caches]
+    kc, vc = (to_where(c, "bfloat16", "gpu") for c in caches)
+    q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), "bfloat16", "gpu")
+    hq = host(q)
+    for splits in (0, wave):
+        out = host(xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu"), num_splits=splits))
+        note_variant("gpu")
+        for b in range(batch):
+            n = int(lengths[b])
+            ref = attention64(hq[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n])
+            assert_close(out[b], ref[0], "bfloat16", f"{splits} slices, sequence {b} of {n} keys")
+
+
 def fp8(values: np.ndarray, scale: float, where):
     """An fp8 e4m3 cache holding values / scale, quantized by ml_dtypes (CPU) or torch (GPU), not by xopsaot."""
     stored = values.astype(np.float32) * (np.float32(1) / np.float32(scale))

@@ -854,16 +854,16 @@ def test_graph_capture_needs_preload(fake_driver):
 @needs_sm90
 def test_split_kv_keeps_within_two_programs_per_multiprocessor(fake_driver):
     """Automatic split-KV on the fake's 132 SMs: batch x 8 key heads decode programs, split into as many slices as
-    keep them within 264, each slice at least 256 keys; none when the batch fills the GPU, or (16 x 8 = 128
-    programs) fills 90-100% of it where the table has a one-wave config (the next test)."""
+    keep them within 264, each slice at least 256 keys; none when the batch fills the GPU. Head dim 64, whose
+    table has no one-wave config (the next test)."""
     r = scenario(
         fake_driver,
         """
         fake.fake_cuda_expect_params(0)
         splits = {}
         for batch, context in ((16, 4096), (4, 8192), (1, 32768), (2, 4096), (1, 1000), (32, 2048)):
-            q = tensor((batch, 1, 32, 128), ptr=0x7f0000000000)
-            k = tensor((batch, context, 8, 128), ptr=0x7f0000100000)
+            q = tensor((batch, 1, 32, 64), ptr=0x7f0000000000)
+            k = tensor((batch, context, 8, 64), ptr=0x7f0000100000)
             fake.fake_cuda_reset()
             _library.call("xopsaot_flash_attn", (q, k, k, q, None, None), options(0.1, splits=0), 0)
             first = launches()[0]
@@ -872,16 +872,18 @@ def test_split_kv_keeps_within_two_programs_per_multiprocessor(fake_driver):
     """,
     )
     # 32 x 2048 fills the GPU unsplit, so the dense layout goes to the TMA kernel
-    assert r == {"16x4096": 1, "4x8192": 8, "1x32768": 33, "2x4096": 16, "1x1000": 4, "32x2048": "tma"}
+    assert r == {"16x4096": 2, "4x8192": 8, "1x32768": 33, "2x4096": 16, "1x1000": 4, "32x2048": "tma"}
 
 
 @needs_sm90
 def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
-    """A decode step whose batch x key heads fill 90-100% of the fake's 132 SMs runs unsplit on the sm_90 table's
-    ONE_WAVE configs (16-bit caches, head dim 128, no softcap; paged ones with pages of at least 8 tokens, whose
-    config reads the block table in chunks), where choose_splits would split it in two; without such a config (fp8
-    caches, pages of 4, softcap, head dim 64), or with num_splits given, it splits. Returns per call: slices,
-    whether the variant is ONE_WAVE, launches (attn_fwd, then attn_combine if split), TABLE_CHUNK."""
+    """Where choose_splits would split a decode step, the sm_90 table's ONE_WAVE configs (16-bit caches, head dim
+    128, no softcap) run it in the slices that make one wave on the fake's 132 SMs, 90-100% of them: unsplit where
+    batch x key heads alone fill them (16 x 8 = 128), else 132 // (batch x 8) slices (4 for batch 4, 16 for batch
+    1). Paged caches have a ONE_WAVE config (pages of at least 8 tokens; it reads the block table in chunks) for the
+    unsplit case only. Without such a config (fp8 caches, pages of 4, softcap, head dim 64, paged in slices), or with
+    num_splits given, choose_splits' count stands. Returns per call: slices, whether the variant is ONE_WAVE,
+    launches (attn_fwd, then attn_combine if split), TABLE_CHUNK."""
     r = scenario(
         fake_driver,
         """
@@ -905,7 +907,9 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
         emit(b16=step(16), b15=step(15), bf16=step(16, "bfloat16"), b14=step(14), b17=step(17),
              forced=step(16, splits=2), softcap=step(16, softcap=30.0), fp8=step(16, kv="float8_e4m3fn"),
              dim64=step(16, dim=64), page128=step(16, page=128), page8=step(16, "bfloat16", page=8),
-             page4=step(16, page=4), paged14=step(14, page=16))
+             page4=step(16, page=4), paged14=step(14, page=16), b4=step(4), b3=step(3, "bfloat16"), b1=step(1),
+             b4_page16=step(4, page=16), b4_softcap=step(4, softcap=30.0), b4_page4=step(4, page=4),
+             b4_forced=step(4, splits=3))
     """,
     )
     one_wave, split = [1, True, 1, 0], [2, False, 2, 0]
@@ -914,6 +918,11 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     assert r["b17"] == [1, False, 1, 0]  # 136 programs: more than a wave, unsplit on the usual decode config
     assert r["forced"] == r["softcap"] == r["fp8"] == r["dim64"] == r["page4"] == r["paged14"] == split
     assert r["page128"] == r["page8"] == [1, True, 1, 256]
+    # fewer programs than a wave: as many slices as make one (32 x 4, 24 x 5 and 8 x 16 of 132), merged after
+    assert r["b4"] == [4, True, 2, 0] and r["b3"] == [5, True, 2, 0] and r["b1"] == [16, True, 2, 0]
+    # choose_splits: within 2 x 132 programs
+    assert r["b4_softcap"] == r["b4_page4"] == r["b4_page16"] == [8, False, 2, 0]
+    assert r["b4_forced"] == [3, False, 2, 0]  # 96 programs: under 90% of 132
 
 
 # ---- XOPSAOT_AUTOTUNE ----

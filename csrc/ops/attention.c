@@ -128,18 +128,35 @@ static void seq_strides(const xopsaot_tensor *t, int packed, int64_t s[3]) {
 
 static int32_t block_d_for(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
 
-/* Split-KV slices: only when batch x heads_k x query blocks leaves the GPU's multiprocessors idle, as many
- * slices as keep the programs within two per multiprocessor (rounding down: a sweep on the H100 found the best
- * count at or just under 2 x SMs programs, e.g. 2 slices, not 3, for 128 programs), each with at least 256 keys. */
-static int choose_splits(const attn_problem *p, int sm_count) {
+/* Decode programs per slice: batch x heads_k x query blocks (of 128 rows). */
+static int64_t programs_per_slice(const attn_problem *p) {
   const int64_t rows = p->seqlen_q * (p->heads / p->heads_k);
-  const int64_t programs = p->batch * p->heads_k * ((rows + 127) / 128);
-  if (programs >= sm_count || programs == 0) return 1;
-  int64_t splits = 2 * (int64_t)sm_count / programs;
+  return p->batch * p->heads_k * ((rows + 127) / 128);
+}
+
+/* A slice count within bounds: at least 256 keys a slice, at most MAX_SPLITS slices, at least one. */
+static int bounded_splits(const attn_problem *p, int64_t splits) {
   const int64_t by_keys = (p->seqlen_k + p->seqlen_k_new + 255) / 256;
   if (splits > by_keys) splits = by_keys;
   if (splits > MAX_SPLITS) splits = MAX_SPLITS;
   return splits < 1 ? 1 : (int)splits;
+}
+
+/* Split-KV slices: only when batch x heads_k x query blocks leaves the GPU's multiprocessors idle, as many
+ * slices as keep the programs within two per multiprocessor (rounding down: a sweep on the H100 found the best
+ * count at or just under 2 x SMs programs, e.g. 2 slices, not 3, for 128 programs), each with at least 256 keys. */
+static int choose_splits(const attn_problem *p, int sm_count) {
+  const int64_t programs = programs_per_slice(p);
+  if (programs >= sm_count || programs == 0) return 1;
+  return bounded_splits(p, 2 * (int64_t)sm_count / programs);
+}
+
+/* The slices that make one wave of programs, at most one per multiprocessor (1 where the batch fills the GPU):
+ * what the tuning table's ONE_WAVE buckets are for. */
+static int one_wave_splits(const attn_problem *p, int sm_count) {
+  const int64_t programs = programs_per_slice(p);
+  if (programs >= sm_count || programs == 0) return 1;
+  return bounded_splits(p, (int64_t)sm_count / programs);
 }
 
 /* Whether the problem fits attn_fwd_ws (Hopper, prefill): dense or packed q/k/v whose heads sit side by side
@@ -262,9 +279,8 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
 
   const int32_t block_d = block_d_for(p->head_dim);
   const int softcap = o->softcap > 0;
-  int splits = o->num_splits;
+  int splits = o->num_splits, sm_count = 0;
   if (splits == 0) {
-    int sm_count;
     XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
     splits = choose_splits(p, sm_count);
   }
@@ -315,10 +331,12 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   /* softcap and ALiBi are run-time switches of the MODS variants; plain calls take the variants without them */
   xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap || p->alibi != NULL};
   if (o->num_splits == 0 && splits > 1) {
-    /* the table may hold a config for this step as one unsplit wave (a program per multiprocessor, which deep
-     * pipelines need): then it runs unsplit, without partials to merge */
-    a.num_splits = 1;
-    if (xo_selected_const(&xk_attn_fwd, &keys.T, &a, p->q->device, "ONE_WAVE", 0)) splits = 1;
+    /* the table may hold a config for this step as one wave of programs (a program per multiprocessor, which deep
+     * pipelines need): then it runs in the slices that make one wave, unsplit (no partials to merge) where the
+     * batch's programs alone fill the GPU */
+    const int wave = one_wave_splits(p, sm_count);
+    a.num_splits = wave;
+    if (xo_selected_const(&xk_attn_fwd, &keys.T, &a, p->q->device, "ONE_WAVE", 0)) splits = wave;
     a.num_splits = splits;
   }
   void *workspace = NULL;

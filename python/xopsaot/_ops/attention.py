@@ -352,8 +352,8 @@ def flash_attn_with_kvcache(
     heads_k, headdim), or paged (num_pages, page_size, heads_k, headdim) with block_table (batch, max_pages)
     int32. cache_seqlens (int or (batch,) int32): tokens already cached (default: the whole cache). New k/v
     (batch, seqlen_new, heads_k, headdim) are written into the cache in place at cache_seqlens[b] before
-    attending. num_splits=0 chooses split-KV when batch x heads_k cannot fill the GPU (unless the tuning table has
-    a config that runs the step as one unsplit wave).
+    attending. num_splits=0 chooses split-KV when batch x heads_k cannot fill the GPU (in as many slices as make one
+    wave of programs, unsplit where batch x heads_k nearly fill it, when the tuning table has a config for that).
     The cache may be float8_e4m3fn with per-tensor scales (a cached x means x * k_scale or x * v_scale; new k/v
     are stored as k / k_scale, rounded to nearest even and saturated at +-448); q, k, v stay 16-bit.
     validate=True copies cache_seqlens and block_table to the host to check them (skipped during graph capture);

@@ -1,0 +1,35 @@
+"""Decode with automatic split-KV at batch x key heads that leave the GPU's multiprocessors idle, in the installed
+wheel: TB/s of KV read in CUDA graphs for the contiguous cache, paged caches of 16 and 128 (shuffled tables) and
+SDPA (enable_gqa), GQA 32:8, head dim 128, bf16. Compares builds whose ONE_WAVE buckets serve unsplit steps only
+with builds that also serve split ones (as many slices as make one wave). One line per shape.
+
+    python3 benchmarks/experiments/decode_waves.py LABEL
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from attention import cache_layouts, decode_step, graph_ms, sdpa  # noqa: E402
+from run import warm_up_gpu  # noqa: E402
+
+import xopsaot  # noqa: E402
+
+SHAPES = ((1, 32768), (1, 8192), (2, 4096), (2, 16384), (4, 8192), (4, 2048), (8, 16384), (16, 4096))
+
+
+def main() -> None:
+    label = sys.argv[1] if len(sys.argv) > 1 else "build"
+    warm_up_gpu(1.0)
+    for batch, context in SHAPES:
+        q, kc, vc, lengths, nbytes = decode_step(batch, context)
+        cells = [f"sdpa {nbytes / graph_ms(lambda: sdpa(q, kc, vc, False)) / 1e9:.2f}"]
+        for name, (k, v, table) in cache_layouts(kc, vc).items():
+            options = {"cache_seqlens": lengths, "block_table": table, "validate": False}
+            ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options))
+            cells.append(f"{name} {nbytes / ms / 1e9:.2f}")
+        print(f"{label} b{batch}x{context}: " + ", ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
