@@ -1,6 +1,7 @@
 """Decode with automatic split-KV at batch x key heads that leave the GPU's multiprocessors idle, in the installed
-wheel: TB/s of KV read in CUDA graphs for the contiguous cache, paged caches of 16 and 128 (shuffled tables) and
-SDPA (enable_gqa), GQA 32:8, head dim 128, bf16. Compares builds whose ONE_WAVE buckets serve unsplit steps only
+wheel: TB/s of KV read in CUDA graphs for the contiguous cache, paged caches of 16 and 128 (shuffled tables), the
+contiguous cache in float8_e4m3fn (TB/s of its own, half as many, bytes) and SDPA (enable_gqa), GQA 32:8, head dim
+128, bf16. Compares builds whose ONE_WAVE buckets serve unsplit steps only
 with builds that also serve split ones (as many slices as make one wave). One line per shape.
 
     python3 benchmarks/experiments/decode_waves.py LABEL
@@ -8,6 +9,8 @@ with builds that also serve split ones (as many slices as make one wave). One li
 
 import sys
 from pathlib import Path
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from attention import cache_layouts, decode_step, graph_ms, sdpa  # noqa: E402
@@ -28,6 +31,9 @@ def main() -> None:
             options = {"cache_seqlens": lengths, "block_table": table, "validate": False}
             ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options))
             cells.append(f"{name} {nbytes / ms / 1e9:.2f}")
+        k8, v8 = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
+        ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k8, v8, cache_seqlens=lengths, validate=False))
+        cells.append(f"fp8 {nbytes / 2 / ms / 1e9:.2f}")
         print(f"{label} b{batch}x{context}: " + ", ".join(cells), flush=True)
 
 
