@@ -64,14 +64,14 @@ class Call:
         out = self.framework.empty(tuple(shape), dtype, self.device)
         recorder = _plans.recorder()
         if recorder is not None:
-            recorder.output(out.obj, shape=tuple(shape))
+            recorder.output(out.obj)
         return out
 
     def empty_like(self, view: View) -> View:
         out = self.framework.empty_like(view)
         recorder = _plans.recorder()
         if recorder is not None:
-            recorder.output(out.obj, like=view.obj)
+            recorder.output(out.obj)
         return out
 
     def launch(self, name: str, views, *scalars) -> None:

@@ -101,21 +101,21 @@ class Recorder:
         self.framework = None
         self.device = None
 
-    def output(self, out, like=None, shape=None) -> None:
-        source = self.sources.get(id(like)) if like is not None else None
-        if source is not None and source[0] == "arg" and like.is_contiguous():
-            self.outputs.append(("like", source[1]))
-        elif (twin := self.contiguous_twin(out)) is not None:
+    def output(self, out) -> None:
+        """A new contiguous output of the call: replay makes it with empty_like of an argument of its shape, dtype
+        and device where one is contiguous, else with empty from the recorded shape."""
+        twin = self.contiguous_twin(out)
+        if twin is not None:
             self.outputs.append(("like", twin))
         else:
-            self.outputs.append(("new", tuple(shape if shape is not None else out.shape), out.dtype, out.device))
+            self.outputs.append(("new", tuple(out.shape), out.dtype, out.device))
         self.sources[id(out)] = ("out", len(self.outputs) - 1)
         self.held.append(out)
 
     def contiguous_twin(self, out) -> Optional[int]:
-        """An argument tensor that is contiguous with out's shape, dtype and device: replay then makes the output
-        with empty_like of it, which costs the host about 1 us less than empty with a shape (a broadcast that
-        needs none, as in add(x, y), allocates this way)."""
+        """An argument tensor that is contiguous with out's shape, dtype and device: empty_like of it costs the
+        host about 1 us less than empty with a shape (so a broadcast that needs none, as in add(x, y), and every
+        output made like an input allocate this way)."""
         for i, t in enumerate(self.held[: self.arguments]):
             if t.dtype == out.dtype and t.shape == out.shape and t.device == out.device and t.is_contiguous():
                 return i
