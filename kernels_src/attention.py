@@ -78,6 +78,15 @@ def _to_e4m3(x):
 
 
 @triton.jit
+def _page_rows(page, within, stride_kp, stride_ks, stride_vp, stride_vs, n_pages, dim_ok):
+    """Key and value row offsets of the keys at `within` of pages `page` in a paged cache, and the mask of those to
+    load: a page outside the cache (a key past the table, or a bad table entry) loads nothing."""
+    k_rows = page.to(tl.int64) * stride_kp + within * stride_ks
+    v_rows = page.to(tl.int64) * stride_vp + within * stride_vs
+    return k_rows, v_rows, ((page >= 0) & (page < n_pages))[:, None] & dim_ok[None, :]
+
+
+@triton.jit
 def _attend_block(
     acc,
     m_i,
@@ -121,9 +130,8 @@ def _attend_block(
             slot = cols // page_size
         page = tl.load(BlockTable + slot, mask=(slot < max_pages) & (cols < k_len), other=-1)
         within = (cols - slot * page_size).to(tl.int64)
-        k_rows = page.to(tl.int64) * stride_kp + within * stride_ks
-        v_rows = page.to(tl.int64) * stride_vp + within * stride_vs
-        load_mask = ((page >= 0) & (page < n_pages))[:, None] & dim_ok[None, :]
+        k_rows, v_rows, load_mask = _page_rows(page, within, stride_kp, stride_ks, stride_vp, stride_vs, n_pages,
+                                               dim_ok)  # fmt: skip
     else:
         k_rows = cols.to(tl.int64) * stride_ks
         v_rows = cols.to(tl.int64) * stride_vs
@@ -163,9 +171,8 @@ def _paged_full_blocks(acc, m_i, l_i, q, K, V, BlockTable, lo, hi, stride_kp, st
             cols = start_n + tl.arange(0, BLOCK_N)
             page = tl.gather(pages, cols // page_size - first, 0)
             within = (cols % page_size).to(tl.int64)
-            load_mask = ((page >= 0) & (page < n_pages))[:, None] & dim_ok[None, :]
-            k_rows = page.to(tl.int64) * stride_kp + within * stride_ks
-            v_rows = page.to(tl.int64) * stride_vp + within * stride_vs
+            k_rows, v_rows, load_mask = _page_rows(page, within, stride_kp, stride_ks, stride_vp, stride_vs, n_pages,
+                                                   dim_ok)  # fmt: skip
             k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0)
             v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0)
             acc, m_i, l_i = _online_softmax(acc, m_i, l_i, tl.dot(q, tl.trans(k)) * qk_scale, v)

@@ -398,6 +398,22 @@ def test_flash_attn_with_kvcache(request, rng, where, layout, case):
         np.testing.assert_array_equal(host(vc), expect[1])
 
 
+def rounded_caches(rng, shape, dtype) -> list:
+    """Keys and values as float32 arrays holding values of `dtype` (the reference then sees what the GPU holds)."""
+    import torch
+
+    caches = [rng.standard_normal(shape).astype(np.float32) for _ in range(2)]
+    return [torch.from_numpy(c).to(getattr(torch, dtype)).float().numpy() for c in caches]
+
+
+def check_decode64(out, q, caches, lengths, dtype, what):
+    """Each sequence b of a decode step's output against float64 attention over its first lengths[b] keys."""
+    hq, ho = host(q), host(out)
+    for b, n in enumerate(int(n) for n in lengths):
+        ref = attention64(hq[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n])
+        assert_close(ho[b], ref[0], dtype, f"{what}, sequence {b} of {n} keys")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("page", [None, 3, 8, 16, 128])
@@ -415,27 +431,21 @@ def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
     batch = sms // hk
     lengths = rng.integers(1, capacity + 1, batch).astype(np.int32)
     lengths[:4] = [1, 17, 64, capacity]
-    dt = getattr(torch, dtype)
-    caches = [rng.standard_normal((batch, capacity, hk, dim)).astype(np.float32) for _ in range(2)]
-    caches = [torch.from_numpy(c).to(dt).float().numpy() for c in caches]  # values the cache's dtype holds
+    caches = rounded_caches(rng, (batch, capacity, hk, dim), dtype)
     stored, extra = caches, {}
     if page is not None:
         stored, table = paged(caches, page, rng)
         extra["block_table"] = ints(table, "gpu")
     kc, vc = (to_where(c, dtype, "gpu") for c in stored)
     q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), dtype, "gpu")
-    out = host(xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu"), **extra))
+    out = xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu"), **extra)
     note_variant("gpu")
     if torch.cuda.get_device_capability() == (9, 0):
         label = _library.manifest()["variants"][_library.last_variant()]["label"]
         one_wave = page is None or page >= 8
         assert ("ONE_WAVE=True" in label) == one_wave, label
         assert ("TABLE_CHUNK=256" in label) == (one_wave and page is not None), label
-    hq = host(q)
-    for b in range(batch):
-        n = int(lengths[b])
-        ref = attention64(hq[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n])
-        assert_close(out[b], ref[0], dtype, f"one wave {dtype} page {page} sequence {b} of {n} keys")
+    check_decode64(out, q, caches, lengths, dtype, f"one wave {dtype} page {page}")
 
 
 @pytest.mark.gpu
@@ -452,18 +462,13 @@ def test_decode_in_one_wave_of_slices(request, rng, batch):
     h, hk, dim, capacity = 16, 4, 128, 8704
     wave = sms // (batch * hk)
     lengths = np.array([capacity - 5, 1, 300][:batch], dtype=np.int32)
-    caches = [rng.standard_normal((batch, capacity, hk, dim)).astype(np.float32) for _ in range(2)]
-    caches = [torch.from_numpy(c).to(torch.bfloat16).float().numpy() for c in caches]
+    caches = rounded_caches(rng, (batch, capacity, hk, dim), "bfloat16")
     kc, vc = (to_where(c, "bfloat16", "gpu") for c in caches)
     q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), "bfloat16", "gpu")
-    hq = host(q)
     for splits in (0, wave):
-        out = host(xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu"), num_splits=splits))
+        out = xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu"), num_splits=splits)
         note_variant("gpu")
-        for b in range(batch):
-            n = int(lengths[b])
-            ref = attention64(hq[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n])
-            assert_close(out[b], ref[0], "bfloat16", f"{splits} slices, sequence {b} of {n} keys")
+        check_decode64(out, q, caches, lengths, "bfloat16", f"{splits} slices")
 
 
 def fp8(values: np.ndarray, scale: float, where):
