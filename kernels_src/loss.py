@@ -11,15 +11,9 @@ from kernels_src._pdl import wait_for_predecessor
 
 
 @triton.jit
-def cross_entropy_kernel(
-    Logits, Target, Loss, stride_x, n_cols, ignore_index, smoothing, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False
-):
-    """Loss[row] = logsumexp(x) - (1 - smoothing) x[target] - smoothing * mean(x): 0 for a row whose target is
-    ignore_index, NaN for a target outside [0, n_cols)."""
-    wait_for_predecessor(PDL)
-    row = tl.program_id(0).to(tl.int64)
-    X = Logits + row * stride_x
-    target = tl.load(Target + row).to(tl.int64)
+def row_loss(X, target, ignore_index, n_cols, smoothing, BLOCK_N: tl.constexpr):
+    """The loss of the row at X, logsumexp(x) - (1 - smoothing) x[target] - smoothing * mean(x), in float32: 0 for
+    a row whose target is ignore_index, NaN for a target outside [0, n_cols)."""
     valid = target != ignore_index
     in_range = (target >= 0) & (target < n_cols)
     # issued before the row's loop: its latency overlaps the stream (taking x[target] from the stream instead, a
@@ -40,7 +34,19 @@ def cross_entropy_kernel(
     if smoothing > 0:  # skipped at 0, where a row holding -inf would give 0 * -inf
         loss -= smoothing * (tl.sum(total, axis=0) / n_cols)
     loss = tl.where(in_range, loss, float("nan"))
-    tl.store(Loss + row, tl.where(valid, loss, 0.0).to(Loss.dtype.element_ty))
+    return tl.where(valid, loss, 0.0)
+
+
+@triton.jit
+def cross_entropy_kernel(
+    Logits, Target, Loss, stride_x, n_cols, ignore_index, smoothing, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False
+):
+    """Loss[row] = row_loss of the row."""
+    wait_for_predecessor(PDL)
+    row = tl.program_id(0).to(tl.int64)
+    target = tl.load(Target + row).to(tl.int64)
+    loss = row_loss(Logits + row * stride_x, target, ignore_index, n_cols, smoothing, BLOCK_N)
+    tl.store(Loss + row, loss.to(Loss.dtype.element_ty))
 
 
 @triton.jit
