@@ -389,7 +389,8 @@ XOPSAOT_API xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, co
  * block_table (batch, max_pages) int32 is given. cache_seqlens (batch,) int32: tokens already in the cache
  * (NULL: the whole cache). k and v (optional, batch, seqlen_new, heads_k, headdim) are first written into the
  * cache in place at cache_seqlens[b] + t; attention then covers cache_seqlens[b] + seqlen_new keys. Indices are
- * read on the device: positions past the cache are not written, and pages outside it read as zeros.
+ * read on the device: positions past the cache are not written, and a table entry outside the cache reads zeros or
+ * another page of the cache instead (a wrong answer, never a read outside it).
  * The cache may be XOPSAOT_FLOAT8_E4M3 (OCP e4m3, torch.float8_e4m3fn) with q, k, v and out fp16/bf16: a cached
  * entry x means x * k_scale (keys) or x * v_scale (values), and new k/v are stored as k / k_scale rounded to
  * nearest even, saturating at +-448. */

@@ -160,21 +160,31 @@ def _paged_full_blocks(acc, m_i, l_i, q, K, V, BlockTable, lo, hi, stride_kp, st
     loop (a page id) only one block ahead, after the block's arithmetic; this loop's key and value loads depend on
     the chunk's loads only, and are pipelined as a contiguous cache's are. The pipeline drains at each chunk's end,
     so chunks should span many blocks (the table's paged one-wave bucket: 256 pages of at least 8 tokens). The
-    caller makes sure a block's pages fit in a chunk: (TABLE_CHUNK - 1) * page_size >= BLOCK_N."""
+    caller makes sure a block's pages fit in a chunk, (TABLE_CHUNK - 1) * page_size >= BLOCK_N, and that pages and
+    blocks nest: page_size divides BLOCK_N or BLOCK_N divides page_size (every power of two from 8 tokens up)."""
     slots = tl.arange(0, TABLE_CHUNK)
     dims = tl.arange(0, BLOCK_D)
+    # a block starts on a page boundary (pages dividing BLOCK_N) or inside one page (pages a multiple of it), so a
+    # row's page and its offset in the page are the block's plus per-row terms computed once, out of the loop
+    rows = tl.arange(0, BLOCK_N)
+    row_page = rows // page_size
+    k_within = (rows % page_size).to(tl.int64) * stride_ks
+    v_within = (rows % page_size).to(tl.int64) * stride_vs
     chunk_keys = (TABLE_CHUNK - 1) * page_size // BLOCK_N * BLOCK_N  # whole blocks whose pages the chunk holds
     for chunk in range(lo, hi, chunk_keys):
         first = chunk // page_size
-        pages = tl.load(BlockTable + first + slots, mask=first + slots < max_pages, other=-1)
+        pages = tl.load(BlockTable + first + slots, mask=first + slots < max_pages, other=0)
+        # an entry outside the cache (only unvalidated input has one) reads a page of the cache instead, so the
+        # rows need no mask of their own: a wrong answer for a wrong table, never a read past the cache
+        pages = tl.minimum(tl.maximum(pages, 0), n_pages - 1)
         for start_n in range(chunk, tl.minimum(chunk + chunk_keys, hi), BLOCK_N):
-            cols = start_n + tl.arange(0, BLOCK_N)
-            page = tl.gather(pages, cols // page_size - first, 0)
-            within = (cols % page_size).to(tl.int64)
-            k_rows, v_rows, load_mask = _page_rows(page, within, stride_kp, stride_ks, stride_vp, stride_vs, n_pages,
-                                                   dim_ok)  # fmt: skip
-            k = tl.load(K + k_rows[:, None] + dims[None, :], mask=load_mask, other=0)
-            v = tl.load(V + v_rows[:, None] + dims[None, :], mask=load_mask, other=0)
+            block_page = start_n // page_size
+            offset = (start_n - block_page * page_size).to(tl.int64)  # the block's first row in its page
+            page = tl.gather(pages, block_page - first + row_page, 0).to(tl.int64)
+            k_rows = page * stride_kp + (offset * stride_ks + k_within)
+            v_rows = page * stride_vp + (offset * stride_vs + v_within)
+            k = tl.load(K + k_rows[:, None] + dims[None, :], mask=dim_ok[None, :], other=0)
+            v = tl.load(V + v_rows[:, None] + dims[None, :], mask=dim_ok[None, :], other=0)
             acc, m_i, l_i = _online_softmax(acc, m_i, l_i, tl.dot(q, tl.trans(k)) * qk_scale, v)
     return acc, m_i, l_i
 
@@ -354,7 +364,8 @@ def attn_fwd(
             qk_scale, softcap_log2e, True, PAGED, MODS, BLOCK_N, BLOCK_D, NATIVE_FP8,
         )  # fmt: skip
     full_lo, full_hi = tl.maximum(u_lo, s_lo), tl.minimum(u_hi, s_hi)
-    if PAGED and TABLE_CHUNK > 0 and (TABLE_CHUNK - 1) * page_size >= BLOCK_N:
+    nested = (BLOCK_N % page_size == 0) | (page_size % BLOCK_N == 0)
+    if PAGED and TABLE_CHUNK > 0 and (TABLE_CHUNK - 1) * page_size >= BLOCK_N and nested:
         tl.static_assert(not MODS and K.dtype.element_ty != tl.uint8, "table chunks: plain 16-bit caches only")
         acc, m_i, l_i = _paged_full_blocks(
             acc, m_i, l_i, q, K, V, BlockTable, full_lo, full_hi, stride_kb, stride_ks, stride_vb, stride_vs,

@@ -416,13 +416,14 @@ def check_decode64(out, q, caches, lengths, dtype, what):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("page", [None, 3, 8, 16, 128])
+@pytest.mark.parametrize("page", [None, 3, 8, 16, 48, 64, 128])
 def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
     """A decode step whose batch x key heads fill the GPU's multiprocessors but for a few: on sm_90 the table's
     ONE_WAVE configs run it unsplit where split-KV would halve it (the launch-path tests check the choice), at cache
     lengths that differ per sequence (1, 17, a tile edge, the whole cache), GQA 4; a contiguous cache, or pages of
-    8, 16 and 128 tokens in shuffled order, whose config reads the block table in chunks of 256 pages; pages of 3
-    take the usual decode config."""
+    8 to 128 tokens in shuffled order, whose config reads the block table in chunks of 256 pages (pages of 48, which
+    neither divide nor are a multiple of its 64-key blocks, take its general loop); pages of 3 take the usual decode
+    config."""
     import torch
 
     request.getfixturevalue("poison")
@@ -446,6 +447,33 @@ def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
         assert ("ONE_WAVE=True" in label) == one_wave, label
         assert ("TABLE_CHUNK=256" in label) == (one_wave and page is not None), label
     check_decode64(out, q, caches, lengths, dtype, f"one wave {dtype} page {page}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", [8, 16, 128])
+def test_unchecked_block_table_reads_only_the_cache(rng, page):
+    """validate=False trusts the block table: entries outside the pool (negative, past its end) give a wrong answer,
+    never a read outside the cache (run under compute-sanitizer memcheck) or a fault; the sequences whose tables are
+    good are still right. On sm_90 the step runs on the one-wave config, which reads the table in chunks."""
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    h, hk, dim, capacity = 16, 4, 128, 1024
+    batch = sms // hk
+    lengths = np.full(batch, capacity, dtype=np.int32)
+    caches = rounded_caches(rng, (batch, capacity, hk, dim), "bfloat16")
+    stored, table = paged(caches, page, rng)
+    n_pages = stored[0].shape[0]
+    table[0, :] = -1 - np.arange(table.shape[1])
+    table[1, 1::2] = n_pages + np.arange(table.shape[1] // 2)
+    kc, vc = (to_where(c, "bfloat16", "gpu") for c in stored)
+    q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), "bfloat16", "gpu")
+    out = xopsaot.flash_attn_with_kvcache(
+        q, kc, vc, cache_seqlens=ints(lengths, "gpu"), block_table=ints(table, "gpu"), validate=False
+    )
+    torch.cuda.synchronize()
+    assert torch.isfinite(out.float()).all()
+    check_decode64(out[2:], q[2:], [c[2:] for c in caches], lengths[2:], "bfloat16", f"good tables, page {page}")
 
 
 @pytest.mark.gpu
