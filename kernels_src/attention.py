@@ -287,6 +287,11 @@ def attn_fwd(
     PDL: tl.constexpr = False,
 ):
     wait_for_predecessor(PDL)
+    if PDL and not PAGED and num_splits > 1:
+        # the successor is this step's attn_combine: its programs may take their places now and wait for ours, which
+        # saves its launch (contiguous decode at 1 x 8k and 2 x 4k +2-3% on an H100); paged steps lost 3-4% so
+        # (benchmarks/results/h100-2026-11-26-experiments.md, stop 30)
+        tl.extra.cuda.gdc_launch_dependents()
     if NATIVE_FP8:  # the cache decodes to its true values: take out the 2^8 the scales carry for _from_e4m3
         qk_scale = qk_scale * 0.00390625
         v_scale = v_scale * 0.00390625
