@@ -558,7 +558,8 @@ def attention_configs(target: Target, keys) -> list[Config]:
     """The table's configs for this target and tile width, in bucket order: each bucket but the last gets a
     predicate on rows = seqlen_q * group, and its own `when` if it has one (a C condition over the kernel's
     arguments and NUM_SMS), so the C dispatch takes the first bucket that holds for the call. Alternates, and
-    buckets marked `plain`, are compiled for the plain variants only (16-bit keys, MODS off): what was measured."""
+    buckets marked `plain`, are compiled for the plain variants only (16-bit keys, MODS off): what was measured.
+    Buckets marked `fp8` are compiled for the fp8 caches' variants only."""
     if not cache_dtypes_match(keys):
         return []
     configs = []
@@ -566,7 +567,7 @@ def attention_configs(target: Target, keys) -> list[Config]:
     name = f"{keys['BLOCK_D']}/paged" if keys["PAGED"] and f"{keys['BLOCK_D']}/paged" in tiles else str(keys["BLOCK_D"])
     plain = keys["KV"] == keys["T"] and not keys["MODS"]
     for bucket in tiles[name]:
-        if bucket.get("plain") and not plain:
+        if (bucket.get("plain") and not plain) or (bucket.get("fp8") and keys["KV"] != "e4m3"):
             continue
         conditions = [] if bucket["max_rows"] is None else [f"seqlen_q * group <= {int(bucket['max_rows'])}"]
         conditions += [f"({bucket['when']})"] if bucket.get("when") else []

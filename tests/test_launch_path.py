@@ -882,9 +882,9 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     batch x key heads alone fill them (16 x 8 = 128), else 132 // (batch x 8) slices (4 for batch 4, 16 for batch
     1). Paged caches have a ONE_WAVE config (pages of at least 8 tokens; it reads the block table in chunks) for the
     unsplit case only. Without such a config (fp8 caches, pages of 4, softcap, head dim 64, paged in slices), or with
-    num_splits given, choose_splits' count stands: within two programs per multiprocessor, four for a contiguous fp8
-    cache. Returns per call: slices, whether the variant is ONE_WAVE, launches (attn_fwd, then attn_combine if
-    split), TABLE_CHUNK."""
+    num_splits given, choose_splits' count stands: within two programs per multiprocessor, four for an fp8 cache of
+    head dim up to 128 (paged ones on a config of their own). Returns per call: slices, whether the variant is
+    ONE_WAVE, launches (attn_fwd, then attn_combine if split), TABLE_CHUNK."""
     r = scenario(
         fake_driver,
         """
@@ -911,16 +911,18 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
              page4=step(16, page=4), paged14=step(14, page=16), b4=step(4), b3=step(3, "bfloat16"), b1=step(1),
              b4_page16=step(4, page=16), b4_softcap=step(4, softcap=30.0), b4_page4=step(4, page=4),
              b4_forced=step(4, splits=3), b4_fp8=step(4, kv="float8_e4m3fn"), b32_fp8=step(32, kv="float8_e4m3fn"),
-             b64_fp8=step(64, kv="float8_e4m3fn"), paged_fp8=step(16, kv="float8_e4m3fn", page=16))
+             b64_fp8=step(64, kv="float8_e4m3fn"), paged_fp8=step(16, kv="float8_e4m3fn", page=16),
+             fp8_dim256=step(16, kv="float8_e4m3fn", dim=256))
     """,
     )
     one_wave, split = [1, True, 1, 0], [2, False, 2, 0]
     assert r["b16"] == r["b15"] == r["bf16"] == one_wave  # 128 and 120 programs: at least 90% of 132
     assert r["b14"] == split  # 112 programs: under 90%
     assert r["b17"] == [1, False, 1, 0]  # 136 programs: more than a wave, unsplit on the usual decode config
-    assert r["forced"] == r["softcap"] == r["dim64"] == r["page4"] == r["paged14"] == r["paged_fp8"] == split
-    # a contiguous fp8 cache: within 4 x 132 programs (16 slices of 256 keys at batch 4, 2 at 32), none at 64
-    assert r["fp8"] == [4, False, 2, 0] and r["b4_fp8"] == [16, False, 2, 0] and r["b32_fp8"] == split
+    assert r["forced"] == r["softcap"] == r["dim64"] == r["page4"] == r["paged14"] == r["fp8_dim256"] == split
+    # fp8 caches: within 4 x 132 programs (16 slices of 256 keys at batch 4, 2 at 32), none at 64
+    assert r["fp8"] == r["paged_fp8"] == [4, False, 2, 0]
+    assert r["b4_fp8"] == [16, False, 2, 0] and r["b32_fp8"] == split
     assert r["b64_fp8"] == [1, False, 1, 0]
     assert r["page128"] == r["page8"] == [1, True, 1, 256]
     # fewer programs than a wave: as many slices as make one (32 x 4, 24 x 5 and 8 x 16 of 132), merged after

@@ -145,10 +145,13 @@ static int bounded_splits(const attn_problem *p, int64_t splits) {
 /* Split-KV slices: only when batch x heads_k x query blocks leaves the GPU's multiprocessors idle, as many
  * slices as keep the programs within two per multiprocessor (rounding down: a sweep on the H100 found the best
  * count at or just under 2 x SMs programs, e.g. 2 slices, not 3, for 128 programs), each with at least 256 keys.
- * A contiguous fp8 cache, whose e4m3 decode wants more warps in flight, takes four per multiprocessor: on an H100
- * 5-25% faster at batch 1-32 (benchmarks/experiments/fp8_splits.py, stop 30); paged fp8 caches read best at two. */
+ * An fp8 cache of head dim 64 or 128, whose e4m3 decode wants more warps in flight than its configs' two per
+ * program, takes four per multiprocessor: on an H100 5-25% faster at batch 1-32 for a contiguous cache
+ * (benchmarks/experiments/fp8_splits.py), 7-37% for a paged one (benchmarks/experiments/fp8_paged.py; head dim
+ * 128 on the table's fp8 config for it). Head dim 256, whose configs run four warps, read 5-10% slower so and keeps
+ * two (stop 30 in h100-2026-11-26-experiments.md). */
 static int choose_splits(const attn_problem *p, int sm_count) {
-  const int64_t per_sm = p->k->dtype == XOPSAOT_FLOAT8_E4M3 && !p->block_table ? 4 : 2;
+  const int64_t per_sm = p->k->dtype == XOPSAOT_FLOAT8_E4M3 && block_d_for(p->head_dim) <= 128 ? 4 : 2;
   const int64_t programs = programs_per_slice(p);
   if (2 * programs >= per_sm * sm_count || programs == 0) return 1;
   return bounded_splits(p, per_sm * sm_count / programs);
