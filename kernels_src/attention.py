@@ -559,7 +559,7 @@ def attention_configs(target: Target, keys) -> list[Config]:
     predicate on rows = seqlen_q * group, and its own `when` if it has one (a C condition over the kernel's
     arguments and NUM_SMS), so the C dispatch takes the first bucket that holds for the call. Alternates, and
     buckets marked `plain`, are compiled for the plain variants only (16-bit keys, MODS off): what was measured.
-    Buckets marked `fp8` are compiled for the fp8 caches' variants only."""
+    A bucket's `fp8` flag, where given, restricts it to the fp8 caches' variants (true) or to the others (false)."""
     if not cache_dtypes_match(keys):
         return []
     configs = []
@@ -567,7 +567,7 @@ def attention_configs(target: Target, keys) -> list[Config]:
     name = f"{keys['BLOCK_D']}/paged" if keys["PAGED"] and f"{keys['BLOCK_D']}/paged" in tiles else str(keys["BLOCK_D"])
     plain = keys["KV"] == keys["T"] and not keys["MODS"]
     for bucket in tiles[name]:
-        if (bucket.get("plain") and not plain) or (bucket.get("fp8") and keys["KV"] != "e4m3"):
+        if (bucket.get("plain") and not plain) or bucket.get("fp8", keys["KV"] == "e4m3") != (keys["KV"] == "e4m3"):
             continue
         conditions = [] if bucket["max_rows"] is None else [f"seqlen_q * group <= {int(bucket['max_rows'])}"]
         conditions += [f"({bucket['when']})"] if bucket.get("when") else []
