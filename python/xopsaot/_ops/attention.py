@@ -353,7 +353,8 @@ def flash_attn_with_kvcache(
     int32. cache_seqlens (int or (batch,) int32): tokens already cached (default: the whole cache). New k/v
     (batch, seqlen_new, heads_k, headdim) are written into the cache in place at cache_seqlens[b] before
     attending. num_splits=0 chooses split-KV when batch x heads_k cannot fill the GPU (in as many slices as make one
-    wave of programs, unsplit where batch x heads_k nearly fill it, when the tuning table has a config for that).
+    wave of programs, unsplit where batch x heads_k nearly fill it, when the tuning table has a config for that; an
+    fp8 cache of head dim up to 128 splits until there are four programs per multiprocessor).
     The cache may be float8_e4m3fn with per-tensor scales (a cached x means x * k_scale or x * v_scale; new k/v
     are stored as k / k_scale, rounded to nearest even and saturated at +-448); q, k, v stay 16-bit.
     validate=True copies cache_seqlens and block_table to the host to check them (skipped during graph capture);
