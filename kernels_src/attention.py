@@ -78,15 +78,6 @@ def _to_e4m3(x):
 
 
 @triton.jit
-def _page_rows(page, within, stride_kp, stride_ks, stride_vp, stride_vs, n_pages, dim_ok):
-    """Key and value row offsets of the keys at `within` of pages `page` in a paged cache, and the mask of those to
-    load: a page outside the cache (a key past the table, or a bad table entry) loads nothing."""
-    k_rows = page.to(tl.int64) * stride_kp + within * stride_ks
-    v_rows = page.to(tl.int64) * stride_vp + within * stride_vs
-    return k_rows, v_rows, ((page >= 0) & (page < n_pages))[:, None] & dim_ok[None, :]
-
-
-@triton.jit
 def _attend_block(
     acc,
     m_i,
@@ -130,8 +121,10 @@ def _attend_block(
             slot = cols // page_size
         page = tl.load(BlockTable + slot, mask=(slot < max_pages) & (cols < k_len), other=-1)
         within = (cols - slot * page_size).to(tl.int64)
-        k_rows, v_rows, load_mask = _page_rows(page, within, stride_kp, stride_ks, stride_vp, stride_vs, n_pages,
-                                               dim_ok)  # fmt: skip
+        k_rows = page.to(tl.int64) * stride_kp + within * stride_ks
+        v_rows = page.to(tl.int64) * stride_vp + within * stride_vs
+        # a page outside the cache (a key past the table, or a bad table entry) loads nothing
+        load_mask = ((page >= 0) & (page < n_pages))[:, None] & dim_ok[None, :]
     else:
         k_rows = cols.to(tl.int64) * stride_ks
         v_rows = cols.to(tl.int64) * stride_vs
