@@ -99,6 +99,20 @@ def decode_step(batch: int, context: int, heads: int = 32, heads_k: int = 8, dim
     return q, kc, vc, lengths, 2 * kc.numel() * kc.element_size()
 
 
+def kvcache_tbps(q, k, v, lengths, nbytes: float, table=None, splits: int = 0) -> float:
+    """TB/s of flash_attn_with_kvcache's decode step over caches of `nbytes` (keys and values), in CUDA graphs
+    (graph_ms); `splits` 0 lets the library choose."""
+    options = {"cache_seqlens": lengths, "block_table": table, "num_splits": splits, "validate": False}
+    return nbytes / graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options)) / 1e9
+
+
+def slices_per_sm(per_sm: int, programs: int) -> int:
+    """The num_splits that makes `per_sm` programs per multiprocessor of a step with `programs` per slice (batch x
+    key heads in decode), within attn_combine's 128; 0 (the library's choice) for per_sm 0."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    return min(128, max(1, per_sm * sms // programs)) if per_sm else 0
+
+
 def cache_layouts(kc: torch.Tensor, vc: torch.Tensor) -> dict:
     """name -> (k_cache, v_cache, block_table): the contiguous caches, then paged copies of them with pages of 16
     and 128 tokens (shuffled tables, one per page size, shared by keys and values)."""

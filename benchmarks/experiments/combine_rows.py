@@ -13,10 +13,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import decode_step, graph_ms  # noqa: E402
+from attention import decode_step, kvcache_tbps  # noqa: E402
 from run import warm_up_gpu  # noqa: E402
-
-import xopsaot  # noqa: E402
 
 STEPS = ((64, 8192, 2), (64, 2048, 2), (32, 4096, 2), (32, 4096, 4), (16, 4096, 4), (16, 4096, 8), (4, 8192, 32))
 
@@ -29,9 +27,7 @@ def main() -> None:
         k8, v8 = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
         cells = []
         for name, k, v, size in (("bf16", kc, vc, nbytes), ("fp8", k8, v8, nbytes / 2)):
-            options = {"cache_seqlens": lengths, "num_splits": splits, "validate": False}
-            ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options))
-            cells.append(f"{name} {size / ms / 1e9:.2f}")
+            cells.append(f"{name} {kvcache_tbps(q, k, v, lengths, size, splits=splits):.2f}")
         print(f"{label} b{batch}x{context} rows {batch * 32} splits {splits}: " + ", ".join(cells), flush=True)
 
 

@@ -13,10 +13,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import cache_layouts, decode_step, graph_ms, sdpa  # noqa: E402
+from attention import cache_layouts, decode_step, graph_ms, kvcache_tbps, sdpa  # noqa: E402
 from run import warm_up_gpu  # noqa: E402
-
-import xopsaot  # noqa: E402
 
 SHAPES = ((1, 32768), (1, 8192), (2, 4096), (2, 16384), (4, 8192), (4, 2048), (8, 16384), (16, 4096))
 
@@ -28,12 +26,9 @@ def main() -> None:
         q, kc, vc, lengths, nbytes = decode_step(batch, context)
         cells = [f"sdpa {nbytes / graph_ms(lambda: sdpa(q, kc, vc, False)) / 1e9:.2f}"]
         for name, (k, v, table) in cache_layouts(kc, vc).items():
-            options = {"cache_seqlens": lengths, "block_table": table, "validate": False}
-            ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options))
-            cells.append(f"{name} {nbytes / ms / 1e9:.2f}")
+            cells.append(f"{name} {kvcache_tbps(q, k, v, lengths, nbytes, table):.2f}")
         k8, v8 = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
-        ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k8, v8, cache_seqlens=lengths, validate=False))
-        cells.append(f"fp8 {nbytes / 2 / ms / 1e9:.2f}")
+        cells.append(f"fp8 {kvcache_tbps(q, k8, v8, lengths, nbytes / 2):.2f}")
         print(f"{label} b{batch}x{context}: " + ", ".join(cells), flush=True)
 
 

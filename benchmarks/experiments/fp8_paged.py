@@ -14,10 +14,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import decode_step, graph_ms, paged_view  # noqa: E402
+from attention import decode_step, kvcache_tbps, paged_view, slices_per_sm  # noqa: E402
 from run import warm_up_gpu  # noqa: E402
-
-import xopsaot  # noqa: E402
 
 SHAPES = ((1, 32768), (2, 16384), (4, 8192), (8, 16384), (16, 4096), (64, 8192))
 FP8 = torch.float8_e4m3fn
@@ -26,7 +24,6 @@ FP8 = torch.float8_e4m3fn
 def main() -> None:
     label = sys.argv[1] if len(sys.argv) > 1 else "build"
     dim = int(sys.argv[2]) if len(sys.argv) > 2 else 128
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     warm_up_gpu(1.0)
     for batch, context in SHAPES:
         q, kc, vc, lengths, nbytes = decode_step(batch, context, dim=dim)
@@ -40,10 +37,8 @@ def main() -> None:
         cells = []
         for name, (k, v, table, size) in caches.items():
             for per_sm in (0, 2, 4):
-                splits = min(128, max(1, per_sm * sms // (batch * 8))) if per_sm else 0
-                options = {"cache_seqlens": lengths, "block_table": table, "num_splits": splits, "validate": False}
-                ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options))
-                cells.append(f"{name} {per_sm or 'auto'}:{size / ms / 1e9:.2f}")
+                tbps = kvcache_tbps(q, k, v, lengths, size, table, slices_per_sm(per_sm, batch * 8))
+                cells.append(f"{name} {per_sm or 'auto'}:{tbps:.2f}")
         print(f"{label} d{dim} b{batch}x{context}: " + " ".join(cells), flush=True)
 
 

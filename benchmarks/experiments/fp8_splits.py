@@ -15,10 +15,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import decode_step, graph_ms, paged_view  # noqa: E402
+from attention import decode_step, kvcache_tbps, paged_view, slices_per_sm  # noqa: E402
 from run import warm_up_gpu  # noqa: E402
-
-import xopsaot  # noqa: E402
 
 SHAPES = ((1, 8192), (2, 4096), (4, 2048), (1, 32768), (4, 8192), (16, 4096))
 SPLITS = (0, 8, 16, 32, 48, 64, 96, 128)
@@ -26,16 +24,14 @@ PER_SM_SHAPES = (*SHAPES, (2, 16384), (8, 16384), (8, 2048), (1, 4096), (32, 409
 
 
 def per_sm() -> None:
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for batch, context in PER_SM_SHAPES:
         q, kc, vc, lengths, nbytes = decode_step(batch, context)
         k8, v8 = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
         cells = []
         for k in (0, 2, 3, 4, 5, 6, 8):
-            splits = min(128, max(1, k * sms // (batch * 8))) if k else 0
-            options = {"cache_seqlens": lengths, "num_splits": splits, "validate": False}
-            ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k8, v8, **options))
-            cells.append(f"{k or 'auto'}/SM ({splits}):{nbytes / 2 / ms / 1e9:.2f}")
+            splits = slices_per_sm(k, batch * 8)
+            tbps = kvcache_tbps(q, k8, v8, lengths, nbytes / 2, splits=splits)
+            cells.append(f"{k or 'auto'}/SM ({splits}):{tbps:.2f}")
         print(f"b{batch}x{context} fp8: " + " ".join(cells), flush=True)
 
 
@@ -57,9 +53,7 @@ def main() -> None:
         for name, (k, v, t, size) in caches.items():
             cells = []
             for splits in SPLITS:
-                options = {"cache_seqlens": lengths, "block_table": t, "num_splits": splits, "validate": False}
-                ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options))
-                cells.append(f"{splits or 'auto'}:{size / ms / 1e9:.2f}")
+                cells.append(f"{splits or 'auto'}:{kvcache_tbps(q, k, v, lengths, size, t, splits):.2f}")
             print(f"b{batch}x{context} {name}: " + " ".join(cells), flush=True)
 
 

@@ -13,10 +13,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import DECODE_SHAPES, decode_step, graph_ms, paged_view  # noqa: E402
+from attention import DECODE_SHAPES, decode_step, kvcache_tbps, paged_view  # noqa: E402
 from run import warm_up_gpu  # noqa: E402
-
-import xopsaot  # noqa: E402
 
 
 def tables(batch: int, per: int, page_bytes: int) -> dict:
@@ -35,17 +33,12 @@ def main() -> None:
     warm_up_gpu(1.0)
     for batch, context in DECODE_SHAPES:
         q, kc, vc, lengths, nbytes = decode_step(batch, context)
-
-        def tbps(k, v, table=None) -> float:
-            options = {"cache_seqlens": lengths, "block_table": table, "validate": False}
-            return nbytes / graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options)) / 1e9
-
-        cells = [f"contiguous {tbps(kc, vc):.2f}"]
+        cells = [f"contiguous {kvcache_tbps(q, kc, vc, lengths, nbytes):.2f}"]
         for page in (16, 128):
             page_bytes = page * kc.shape[2] * kc.shape[3] * kc.element_size()
             for name, table in tables(batch, context // page, page_bytes).items():
                 pools = paged_view(kc, page, table)[0], paged_view(vc, page, table)[0]
-                cells.append(f"p{page} {name} {tbps(*pools, table):.2f}")
+                cells.append(f"p{page} {name} {kvcache_tbps(q, *pools, lengths, nbytes, table):.2f}")
         print(f"b{batch}x{context}: " + ", ".join(cells), flush=True)
 
 

@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention import cache_layouts, decode_step, graph_ms  # noqa: E402
+from attention import cache_layouts, decode_step, kvcache_tbps  # noqa: E402
 from run import warm_up_gpu  # noqa: E402
-
-import xopsaot  # noqa: E402
 
 SHAPES = ((1, 32768, (0, 8, 12, 16, 20, 24, 33, 48)), (16, 4096, (0, 1, 2, 3)), (4, 8192, (0, 4, 6, 8, 12)))
 
@@ -23,9 +21,7 @@ def main() -> None:
         for name, (k, v, table) in cache_layouts(kc, vc).items():
             line = []
             for splits in split_counts:
-                options = {"cache_seqlens": lengths, "block_table": table, "num_splits": splits, "validate": False}
-                ms = graph_ms(lambda: xopsaot.flash_attn_with_kvcache(q, k, v, **options))
-                line.append(f"{splits or 'auto'}:{nbytes / ms / 1e9:.2f}")
+                line.append(f"{splits or 'auto'}:{kvcache_tbps(q, k, v, lengths, nbytes, table, splits):.2f}")
             print(f"b{batch}x{context} {name}: " + " ".join(line), flush=True)
 
 
