@@ -27,24 +27,33 @@ from aot.expand import expand, load_kernels  # noqa: E402
 from aot.spec import Target  # noqa: E402
 
 
+def compiled(kernel: str, label_regex: str, source: Path):
+    """(label, cubin bytes) of each sm_90 variant of `kernel` whose label matches, compiled from `source`."""
+    kernels = [(p, k) for p, k in load_kernels(source) if k.name == kernel]
+    for variant in expand(kernels, [Target("cuda", 90)]):
+        if re.search(label_regex, variant.label()):
+            yield variant.label(), compile_job(job_of(variant))[0]
+
+
+def cuobjdump(binary: bytes, flag: str) -> str:
+    """cuobjdump's output for a cubin (flag: -res-usage, -sass)."""
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(binary)
+        return subprocess.run([str(tool), flag, str(cubin)], capture_output=True, text=True).stdout
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("kernel")
     parser.add_argument("label_regex")
     parser.add_argument("--source", type=Path, default=ROOT / "kernels_src")
     args = parser.parse_args()
-    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    kernels = [(p, k) for p, k in load_kernels(args.source) if k.name == args.kernel]
-    for variant in expand(kernels, [Target("cuda", 90)]):
-        if not re.search(args.label_regex, variant.label()):
-            continue
-        binary, _ = compile_job(job_of(variant))
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = Path(tmp) / "k.cubin"
-            cubin.write_bytes(binary)
-            usage = subprocess.run([str(cuobjdump), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
+    for label, binary in compiled(args.kernel, args.label_regex, args.source):
+        usage = cuobjdump(binary, "-res-usage")
         regs, stack = re.search(r"REG:(\d+)", usage).group(1), re.search(r"STACK:(\d+)", usage).group(1)
-        print(f"{variant.label()} registers {regs} spill bytes {stack}", flush=True)
+        print(f"{label} registers {regs} spill bytes {stack}", flush=True)
 
 
 if __name__ == "__main__":
