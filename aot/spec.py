@@ -144,6 +144,12 @@ def has_pdl(target: Target) -> bool:
     return target.backend == "cuda" and int(target.arch) >= 90
 
 
+def is_hopper(target: Target) -> bool:
+    """CUDA sm_90 alone: a `targets` predicate for kernels written for Hopper (Gluon's TMA, wgmma, shared memory
+    sizes) and measured there only."""
+    return target.backend == "cuda" and target.arch == 90
+
+
 ALIGNED_ONLY = "only"  # compile only the hinted variant; the op layer guarantees the hints
 ALIGNED_AND_FALLBACK = "both"  # hinted variant first, unhinted fallback for anything else
 

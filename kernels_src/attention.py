@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr, tensor_desc
+from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hopper, ptr, tensor_desc
 from kernels_src._attention_keys import key_blocks, visible_keys
 from kernels_src._attention_ws import WG_ROWS, attn_fwd_ws, attn_fwd_ws_dense
 from kernels_src._pdl import wait_for_predecessor
@@ -603,7 +603,7 @@ HOPPER_PREFILL = dict(
     grid=["cdiv(seqlen_q, BLOCK_M)", "heads", "batch"],
     configs=ws_configs,
     aligned=ALIGNED_ONLY,
-    targets=lambda target: target.backend == "cuda" and target.arch == 90,
+    targets=is_hopper,
 )
 
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 import triton
 import triton.language as tl
 
-from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, ptr
+from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hopper, ptr
 from kernels_src._group_norm_held import group_norm_held_kernel
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import LONG_LOOP_CONFIGS, LOOP_BLOCK, ROW_BLOCKS, row_configs
@@ -491,6 +491,6 @@ KERNELS = [
         grid=["n_rows", "1", "1"],
         configs=held_configs,
         aligned=ALIGNED_ONLY,
-        targets=lambda target: target.backend == "cuda" and target.arch == 90,
+        targets=is_hopper,
     ),
 ]

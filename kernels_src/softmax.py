@@ -1,6 +1,8 @@
 """The softmax family over the last dim (softmax, log_softmax, logsumexp), any length: rows up to 8192 are held
 whole in registers (softmax and log_softmax also 16385-32768, LONG_ROW_CONFIGS); longer rows take two passes (an
-online max and sum over blocks, then the normalized write), in steps that grow with the row.
+online max and sum over blocks, then the normalized write), in steps that grow with the row. On Hopper, softmax and
+log_softmax over at least four rows per multiprocessor hold rows of 8193 to 131072 16-bit elements (65536 float32)
+in shared memory instead (softmax_held_kernel, _softmax_held.py; csrc/ops/softmax.c chooses).
 logsumexp (LSE) is a variant of its own, with no run-time mode: it only reads, and with the mode's branches the same
 config read at 2.1 TB/s against 2.9 without (4096 x 4096, bf16, H100). Rows of 4096 and 8192 take half the warps of
 the norms' configs: more rows in flight per SM (logsumexp 3.4 against 2.9 TB/s at 4096 columns; softmax 3.0 against
@@ -9,10 +11,11 @@ the norms' configs: more rows in flight per SM (logsumexp 3.4 against 2.9 TB/s a
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, i32, i64, ptr
+from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, i32, i64, is_hopper, ptr
 from kernels_src._lse import online_lse_step
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import LONG_LOOP_CONFIGS, row_configs
+from kernels_src._softmax_held import softmax_held_kernel
 
 SOFTMAX_ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 4), (8192, 8)]  # (BLOCK_N, num_warps)
 
@@ -108,21 +111,64 @@ def softmax_configs(target, keys) -> list[Config]:
     return row_configs(blocks=SOFTMAX_ROW_BLOCKS, longer=() if keys["LSE"] else LONG_ROW_CONFIGS)
 
 
+REGISTER_ROW = 8192  # rows up to this long stay in softmax_kernel's registers (csrc/ops/softmax.c)
+# The config with a tail in registers against the loop, on an H100 (softmax / log_softmax TB/s; softmax_tail_rows.py,
+# h100-2026-11-26-experiments.md, stop 31): float32 rows of 65536 gain at every row count (528: 2.16 -> 2.69, 4096:
+# 2.21 -> 2.95), 16-bit ones only from 16 rows per multiprocessor (bf16 x 128256: 528 rows 2.42 / 2.60 -> 1.98 /
+# 2.29, 1536 level, 2112 2.57 / 2.69 -> 2.62 / 2.81, 4096 2.52 / 2.72 -> 2.77 / 2.91; why fewer lose is not
+# measured), so for them it takes TAIL_ROWS_PER_SM.
+TAIL_ROWS_PER_SM = 16
+
+
+def held_configs(target: Target, keys) -> list[Config]:
+    """softmax_held_kernel: rows of up to 32 KB six programs to a multiprocessor, 64 KB three, 112 KB two and 224 KB
+    one, then 224 KB with two more 16-byte vectors per thread in registers (16-bit rows of up to 131072 elements,
+    float32 of up to 65536; 16-bit ones from TAIL_ROWS_PER_SM rows per multiprocessor); a step is one 16-byte vector
+    per thread. Only rows past REGISTER_ROW come here (float32
+    has no 32 KB config)."""
+    size = {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
+    configs = []
+    for kb, per_sm, warps in ((32, 6, 8), (64, 3, 16), (112, 2, 16), (224, 1, 32)):
+        held = kb * 1024 // size
+        if held > REGISTER_ROW:
+            configs.append(Config({"HELD": held, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
+                                  when=f"n_cols <= {held}"))  # fmt: skip
+    held, tail = 224 * 1024 // size, 2 * 16 * 32 * 32 // size
+    rows = "" if size == 4 else f" && n_rows >= {TAIL_ROWS_PER_SM} * NUM_SMS"
+    configs.append(Config({"HELD": held, "PER_SM": 1, "TAIL": tail}, num_warps=32, num_stages=1,
+                          when=f"n_cols <= {held + tail}{rows}"))  # fmt: skip
+    return configs
+
+
+# What both kernels take: a program per row of x (at X + row * stride_x) and of the output (at Y + row * stride_y).
+ROW_LAUNCH = dict(
+    args=[
+        ptr("X", "T"),
+        ptr("Y", "T"),
+        i64("stride_x", aligned=True),
+        i64("stride_y", aligned=True),
+        i32("n_cols", aligned=True),
+        i32("mode"),
+    ],
+    grid_args=[i64("n_rows")],
+    grid=["n_rows", "1", "1"],
+)
+
 KERNELS = [
     Kernel(
         fn=softmax_kernel,
         op="softmax",
-        args=[
-            ptr("X", "T"),
-            ptr("Y", "T"),
-            i64("stride_x", aligned=True),
-            i64("stride_y", aligned=True),
-            i32("n_cols", aligned=True),
-            i32("mode"),
-        ],
         keys={"T": ["fp16", "bf16", "fp32"], "LSE": [False, True]},
-        grid_args=[i64("n_rows")],
-        grid=["n_rows", "1", "1"],
         configs=softmax_configs,
+        **ROW_LAUNCH,
+    ),
+    Kernel(
+        fn=softmax_held_kernel,
+        op="softmax",
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        configs=held_configs,
+        aligned=ALIGNED_ONLY,
+        targets=is_hopper,
+        **ROW_LAUNCH,
     ),
 ]

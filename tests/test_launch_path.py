@@ -1110,11 +1110,15 @@ def test_row_reduction_launches(fake_driver):
         for shape in ((400, 4, 16384), (300, 2, 16384)):
             _library.call("xopsaot_group_norm", (tensor(shape, "float32", {A}), None, None,
                                                  tensor(shape, "float32", {B})), 1, 1e-5, 0)
-        for n in (20000, 40000, 73712, 73728, 131072):
-            _library.call("xopsaot_softmax_family", (tensor((2, n), "bfloat16", {A}),
-                                                     tensor((2, n), "bfloat16", {B})), 0, 0)
-        _library.call("xopsaot_softmax_family", (tensor((2, 40000), "bfloat16", {A}),
-                                                 tensor((2,), "bfloat16", {B})), 2, 0)
+        for rows, n, dtype in ((2, 20000, "bfloat16"), (2, 40000, "bfloat16"), (2, 73712, "bfloat16"),
+                               (2, 131072, "bfloat16"), (528, 8208, "bfloat16"), (528, 40000, "float16"),
+                               (527, 40000, "bfloat16"), (600, 57360, "bfloat16"), (2112, 131072, "bfloat16"),
+                               (2111, 131072, "bfloat16"), (528, 8208, "float32"), (528, 65536, "float32"),
+                               (528, 40008, "bfloat16")):
+            _library.call("xopsaot_softmax_family", (tensor((rows, n), dtype, {A}),
+                                                     tensor((rows, n), dtype, {B})), 1, 0)
+        _library.call("xopsaot_softmax_family", (tensor((528, 40000), "bfloat16", {A}),
+                                                 tensor((528,), "bfloat16", {B})), 2, 0)
         # groups of 32768 elements held whole in 64 KB of bf16, not of fp32; 384 groups fill less than a wave
         for shape, dtype in (((16, 256, 64, 64), "bfloat16"), ((16, 256, 64, 64), "float32"),
                              ((12, 256, 64, 64), "bfloat16"), ((600, 4, 4096), "float32")):
@@ -1126,12 +1130,36 @@ def test_row_reduction_launches(fake_driver):
     )
     lse, soft, group, stats, split, whole, long_groups, few_long_groups, *long_rows, long_lse = r["launches"][:-4]
     held_bf16, not_held_fp32, under_a_wave, held_fp32 = r["launches"][-4:]
-    # softmax rows of 16385-32768 held whole by 32 warps, longer ones in steps of 8192 (16 warps), from 73728 of 16384
-    # (32 warps); logsumexp keeps the shared looping config
-    steps = [
-        (v["variant"]["constexprs"]["BLOCK_N"], v["variant"]["constexprs"]["LOOP"], v["block"][0]) for v in long_rows
+
+    # softmax rows of 16385-32768 held whole in registers by 32 warps, longer ones in steps of 8192 (16 warps), from
+    # 73728 of 16384 (32 warps). On Hopper, with at least 4 rows per multiprocessor (528), softmax_held_kernel holds
+    # rows of 8193-131072 16-bit elements (65536 float32) in shared memory, a program per row: 32 KB 8 warps, 64 KB 16,
+    # 112 KB 16, 224 KB 32, and 224 KB with 8192 float32 elements in registers, or 16384 16-bit ones from 16 rows per
+    # multiprocessor (2112). Other rows, and those that miss the hints (40008 is not a whole number of 16-element
+    # vectors), loop; logsumexp keeps its configs.
+    def chosen(launch):
+        constexprs = launch["variant"]["constexprs"]
+        rows, threads = launch["grid"][0], launch["block"][0]
+        if launch["kernel"] == "softmax_held_kernel":
+            return "held", rows, threads, constexprs["HELD"], constexprs.get("TAIL", 0)
+        return "loop" if constexprs["LOOP"] else "registers", rows, threads, constexprs["BLOCK_N"]
+
+    assert [chosen(v) for v in long_rows] == [
+        ("registers", 2, 1024, 32768),
+        ("loop", 2, 512, 8192),
+        ("loop", 2, 512, 8192),
+        ("loop", 2, 1024, 16384),
+        ("held", 528, 256, 16384, 0),
+        ("held", 528, 512, 57344, 0),
+        ("loop", 527, 512, 8192),
+        ("held", 600, 1024, 114688, 0),
+        ("held", 2112, 1024, 114688, 16384),
+        ("loop", 2111, 1024, 16384),
+        ("held", 528, 512, 16384, 0),
+        ("held", 528, 1024, 57344, 8192),
+        ("loop", 528, 256, 4096),
     ]
-    assert steps == [(32768, False, 1024), *[(8192, True, 512)] * 2, *[(16384, True, 1024)] * 2]
+    assert decode(long_rows[7]["params"], "softmax_held_kernel")[2:6] == [57360, 57360, 57360, 1]
     assert long_lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and long_lse["variant"]["constexprs"]["LOOP"]
     assert lse["variant"]["keys"] == {"LSE": True} and soft["variant"]["keys"] == {"LSE": False}
     assert lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and not lse["variant"]["constexprs"]["LOOP"]

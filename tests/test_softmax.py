@@ -1,6 +1,7 @@
 """The softmax family (softmax, log_softmax, logsumexp) against float64 references, on the CPU path (NumPy) and on
 the GPU (marker gpu, outputs poisoned with NaN): every dtype, any dim, lengths at the kernels' block edges and past
-the looping threshold (100k+), keepdim, rows of -inf and empty dims (torch's results), views, bad input."""
+the looping threshold (100k+), Hopper's rows held in shared memory (each config's capacity and one vector past it),
+keepdim, rows of -inf and empty dims (torch's results), views, bad input."""
 
 from __future__ import annotations
 
@@ -60,6 +61,45 @@ def test_softmax_family(request, rng, where, kind):
             assert_close(host(out), family64(view, view.ndim - 1, kind), dtype, f"{kind} {what}", floor=1.0)
 
 
+# Hopper's softmax_held_kernel: each config's capacity and one 16-byte vector past it (16-bit rows of 16384 are the
+# 32 KB config's; 114704-131072 the 224 KB one's with its tail in registers, which 16-bit rows take from 16 rows per
+# multiprocessor; 131088 loops), over the rows per multiprocessor each needs
+HELD_LENGTHS = {
+    "float16": ((8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 16), (131072, 16), (131088, 4)),
+    "bfloat16": ((8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 16), (131072, 16), (131088, 4)),
+    "float32": ((8208, 4), (16400, 4), (28688, 4), (57360, 4), (65536, 4), (65552, 4)),
+}
+
+
+@pytest.mark.gpu
+def test_held_rows(rng, poison):
+    """Rows of 8193-131072 16-bit elements (65536 float32), at least four per multiprocessor, take Hopper's
+    softmax_held_kernel (softmax_kernel elsewhere): every length above, rows a stride apart, a row of -inf (NaN out)
+    and one whose first half is -inf (its max comes late). Every output is checked written (poisoned with NaN); 24
+    rows, the -inf ones among them, against float64."""
+    torch = pytest.importorskip("torch")
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    for dtype, lengths in HELD_LENGTHS.items():
+        for n, per_sm in lengths:
+            n_rows = per_sm * sm_count
+            others = torch.ones(n_rows, dtype=torch.bool)
+            others[5] = False
+            x = arr(rng, (n_rows, n + 64), dtype, "gpu", scale=3.0)[:, :n]  # rows 64 elements apart, still aligned
+            x[5] = -float("inf")
+            x[7, : n // 2] = -float("inf")
+            rows = sorted({0, 7, n_rows - 1, *rng.choice(range(8, n_rows), 21, replace=False).tolist()})
+            for kind in ("softmax", "log_softmax"):
+                out = getattr(xopsaot, kind)(x, -1)
+                ran("gpu")
+                assert not torch.isnan(out[others]).any().item(), (kind, dtype, n)
+                assert torch.isnan(out[5]).all().item(), (kind, dtype, n)
+                got, ref = host(out[rows]), family64(x[rows], 1, kind)
+                finite = np.isfinite(ref)  # log_softmax is -inf where x is
+                assert (np.isneginf(got) == ~finite).all(), (kind, dtype, n)
+                assert_close(got[finite], ref[finite], dtype, f"{kind} {dtype} {n_rows} x {n}", floor=1.0)
+            del x, out
+
+
 @pytest.mark.parametrize("where", PATHS)
 def test_softmax_family_edges(rng, where):
     """Rows of -inf and empty dims give torch's results: NaN softmax and log_softmax, logsumexp -inf; -inf elements
@@ -101,6 +141,7 @@ def test_softmax_family_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_softmax_variant_was_checked():
-    """After the tests above (file order): each softmax_kernel variant compiled for this GPU ran."""
-    missing = unexercised({"softmax_kernel"}, GPU_USED)
+    """After the tests above (file order): each softmax_kernel and softmax_held_kernel variant compiled for this GPU
+    ran."""
+    missing = unexercised({"softmax_kernel", "softmax_held_kernel"}, GPU_USED)
     assert not missing, f"softmax variants never exercised: {missing}"

@@ -1,0 +1,90 @@
+"""softmax and log_softmax on Hopper for rows that fit a multiprocessor's shared memory, written in Gluon (the
+technique of _group_norm_held.py): a program copies its row whole into shared memory with cp.async, which holds no
+registers while the bytes are in flight, takes the row's max and sum from there as each step lands, and writes the
+output from there. x is read from memory once, where softmax_kernel's looping rows read it twice (the second time
+from L2 when it is still there).
+
+A program per row: a persistent grid whose programs each walked rows, loading the next row into the steps already
+written out, ran 8-12% slower (its programs stay in lockstep, h100-2026-11-26-experiments.md, stop 31).
+
+Semantics are softmax_kernel's (softmax.py) for mode 0 (softmax) and 1 (log_softmax): rows of n_cols elements at
+X + row * stride_x, outputs at Y + row * stride_y; a row of -inf gives NaN, as torch does. The C side sends only
+rows that fit HELD elements and whose length and strides are multiples of the 16-byte vector."""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.language.extra.cuda import gdc_wait
+
+LOG2E = gl.constexpr(1.4426950408889634)
+
+
+@gluon.jit
+def softmax_held_kernel(
+    X, Y, stride_x, stride_y, n_cols, mode, HELD: gl.constexpr, PER_SM: gl.constexpr, TAIL: gl.constexpr = 0,
+    PDL: gl.constexpr = False,
+):  # fmt: skip
+    """PER_SM: the programs a multiprocessor holds, HELD elements each in shared memory (the C side's occupancy
+    reckoning). TAIL: elements past those held in registers, a whole number of vectors per thread."""
+    dtype: gl.constexpr = X.dtype.element_ty
+    gl.static_assert(PER_SM * HELD * dtype.primitive_bitwidth // 8 <= 224 * 1024, "a multiprocessor's shared memory")
+    VEC: gl.constexpr = 128 // dtype.primitive_bitwidth  # elements per 16-byte copy
+    VECTORS: gl.constexpr = 32 * gl.num_warps()  # a step: one vector per thread
+    CHUNK: gl.constexpr = VEC * VECTORS
+    STEPS: gl.constexpr = HELD // CHUNK
+    gl.static_assert(HELD % CHUNK == 0, "HELD is a whole number of steps")
+    layout: gl.constexpr = gl.BlockedLayout([1, VEC], [32, 1], [gl.num_warps(), 1], [1, 0])
+    per_thread: gl.constexpr = gl.SliceLayout(1, layout)
+    held = gl.allocate_shared_memory(dtype, [STEPS, VECTORS, VEC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))[None, :]
+    cols = gl.arange(0, VECTORS, layout=per_thread)[:, None] * VEC + within
+    row = gl.program_id(0).to(gl.int64)
+    X += row * stride_x
+    Y += row * stride_y
+    if PDL:
+        gdc_wait()
+    for i in gl.static_range(STEPS):  # one copy group per step (empty past the row's end)
+        if i * CHUNK < n_cols:
+            async_copy.async_load(held.index(i), X + i * CHUNK + cols, mask=i * CHUNK + cols < n_cols)
+        async_copy.commit_group()
+    if TAIL > 0:  # loaded while the copies land
+        t_cols = HELD + gl.arange(0, TAIL // VEC, layout=per_thread)[:, None] * VEC + within
+        x_tail = gl.load(X + t_cols, mask=t_cols < n_cols, other=-float("inf"))
+
+    # Each thread reads back the elements it copied (the same layout), so its own wait_group orders them. It keeps a
+    # max and a sum of its own and reduces them with the others' once: a max across the program per step, as
+    # online_lse_step takes (_lse.py), would stop every warp at two more barriers a step.
+    m = gl.full([VECTORS], -float("inf"), gl.float32, per_thread)
+    s = gl.zeros([VECTORS], gl.float32, per_thread)
+    for i in gl.static_range(STEPS):
+        async_copy.wait_group(STEPS - 1 - i)
+        if i * CHUNK < n_cols:
+            x = gl.where(i * CHUNK + cols < n_cols, held.index(i).load(layout).to(gl.float32), -float("inf"))
+            m_new = gl.maximum(m, gl.max(x, axis=1))
+            scaled = gl.where(m_new == -float("inf"), 0.0, m_new) * LOG2E
+            s = s * gl.exp2(m * LOG2E - scaled) + gl.sum(gl.exp2(x * LOG2E - scaled[:, None]), axis=1)
+            m = m_new
+    row_max = gl.max(m, axis=0)
+    if TAIL > 0:
+        row_max = gl.maximum(row_max, gl.max(gl.max(x_tail, axis=1), axis=0).to(gl.float32))
+    safe = gl.where(row_max == -float("inf"), 0.0, row_max)
+    total = gl.sum(s * gl.exp2((m - safe) * LOG2E), axis=0)
+    if TAIL > 0:
+        total += gl.sum(gl.sum(gl.exp2(x_tail.to(gl.float32) * LOG2E - safe * LOG2E), axis=1), axis=0)
+    log_total = gl.log(total)
+    for i in gl.static_range(STEPS):
+        if i * CHUNK < n_cols:
+            c = i * CHUNK + cols
+            x = held.index(i).load(layout).to(gl.float32)
+            if mode == 0:
+                y = gl.exp(x - safe) / total
+            else:
+                y = x - safe - log_total
+            gl.store(Y + c, y.to(dtype), mask=c < n_cols)
+    if TAIL > 0:
+        x = x_tail.to(gl.float32)
+        if mode == 0:
+            y = gl.exp(x - safe) / total
+        else:
+            y = x - safe - log_total
+        gl.store(Y + t_cols, y.to(dtype), mask=t_cols < n_cols)
