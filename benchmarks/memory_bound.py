@@ -1,6 +1,7 @@
 """Activations and the softmax family on a CUDA GPU against torch eager (the unfused sequence for the gated
-activations), torch.compile of the same function and the measured copy bandwidth, in the same run. Writes
-<out>/<device>-<date>-memory-bound.{json,md}. (The norms have their own script, benchmarks/norms.py.)
+activations), torch.compile of the same function and the measured copy bandwidth, in the same run, then the softmax
+family on long rows (16384 columns to vocabulary sizes). Writes <out>/<device>-<date>-memory-bound.{json,md}. (The
+norms have their own script, benchmarks/norms.py.)
 
     python benchmarks/memory_bound.py --out benchmarks/results
 """
@@ -52,6 +53,10 @@ CASES = {  # name -> (ours, torch function, passes over x's bytes: x read once p
     "log_softmax": (xopsaot.log_softmax, lambda x: torch.log_softmax(x, -1), 2.0),
     "logsumexp": (lambda x: xopsaot.logsumexp(x, -1), lambda x: torch.logsumexp(x, -1), 1.0),
 }
+SOFTMAX_FAMILY = ("softmax", "log_softmax", "logsumexp")
+# long rows: softmax_kernel's looping rows, and on Hopper softmax_held_kernel's (at least 4 rows per multiprocessor;
+# 16-bit rows past 114688 columns from 16 rows per multiprocessor)
+LONG_ROWS = ((4096, 16384), (4096, 32000), (4096, 50304), (2048, 65536), (1024, 100000), (1024, 128256), (4096, 128256))
 
 
 def main() -> None:
@@ -65,6 +70,14 @@ def main() -> None:
         for name, (ours, fn, per_element) in CASES.items():
             nbytes = per_element * x.numel() * x.element_size()
             results["rows"].append(peer_row(name, [m, n], nbytes, ours, fn, results["copy_tbps"], (x,)))
+    results["long_rows"] = []
+    for m, n in LONG_ROWS:
+        torch._dynamo.reset()  # a compiled function per shape, clear of torch's recompile limit
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        for name in SOFTMAX_FAMILY:
+            ours, fn, per_element = CASES[name]
+            nbytes = per_element * x.numel() * x.element_size()
+            results["long_rows"].append(peer_row(name, [m, n], nbytes, ours, fn, results["copy_tbps"], (x,)))
     env = results["environment"]
     lines = [
         *peer_preamble("Activations and the softmax family", results, "memory_bound.py"),
@@ -73,6 +86,14 @@ def main() -> None:
         "",
     ]
     lines += peer_table(results["rows"])
+    lines += [
+        "",
+        "The softmax family on long rows (bf16). On Hopper, softmax and log_softmax over at least 4 rows per",
+        "multiprocessor hold each row in shared memory and read it once (rows of 8193-114688 columns, and to 131072",
+        "from 16 rows per multiprocessor); other long rows are read twice, the second time partly from L2.",
+        "",
+        *peer_table(results["long_rows"]),
+    ]
     text = "\n".join(lines) + "\n"
     write_results(args.out, results_stem(env, "memory-bound"), results, text)
     print(text)

@@ -7,7 +7,8 @@ gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), li
 logsumexp on rows of 50k-128k), rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on
 rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first
 and last dims), strided (x.T + y, and x * y with x's heads permuted), group_norm_held (unsplit groups of 32768, x the
-same or rotated past L2); all of them when none is named.
+same or rotated past L2), held_softmax (softmax and log_softmax around softmax_held_kernel's rows); all of them when
+none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -121,6 +122,34 @@ def vocab_rows(label: str) -> None:
         line(label, "logsumexp", shape, "tbps", nbytes / 2 / ours / 1e9, nbytes / 2 / eager / 1e9)  # x read once
 
 
+def held_softmax(label: str) -> None:
+    """softmax and log_softmax where Hopper's softmax_held_kernel serves or borders: vocabulary rows (bf16), fewer
+    rows than a wave, float32, rows of 16k-32k (held in registers) and one of 131072 (looping)."""
+    cases = [((4096, 32000), torch.bfloat16), ((4096, 50304), torch.bfloat16), ((2048, 57344), torch.bfloat16)]
+    cases += [((2048, 65536), torch.bfloat16), ((1024, 100000), torch.bfloat16), ((1024, 114688), torch.bfloat16)]
+    cases += [((1024, 131072), torch.bfloat16), ((132, 100000), torch.bfloat16), ((64, 50304), torch.bfloat16)]
+    cases += [((2048, 50000), torch.float32), ((4096, 20000), torch.bfloat16)]
+    # rows by waves: 100000 columns hold one row per multiprocessor, 50304 two
+    cases += [((rows, 100000), torch.bfloat16) for rows in (264, 396, 528)]
+    cases += [((rows, 50304), torch.bfloat16) for rows in (264, 528, 1056)]
+    # rows of 8193-16384 (looping in steps of 4096 before)
+    cases += [((4096, n), torch.bfloat16) for n in (8208, 10000, 12288, 16384)]
+    cases += [((rows, 16384), torch.bfloat16) for rows in (528, 1056)]
+    cases += [((4096, n), torch.float32) for n in (16384, 30000)]
+    # past 114688 16-bit columns (65536 float32), the last two vectors of each thread held in registers
+    cases += [((1024, 128256), torch.bfloat16), ((4096, 128256), torch.bfloat16), ((2048, 120000), torch.bfloat16)]
+    cases += [((2048, 65536), torch.float32)]
+    for shape, dtype in cases:
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        nbytes = 2 * x.numel() * x.element_size()
+        for name, ours, eager in (
+            ("softmax", lambda: xopsaot.softmax(x, -1), lambda: torch.softmax(x, -1)),
+            ("log_softmax", lambda: xopsaot.log_softmax(x, -1), lambda: torch.log_softmax(x, -1)),
+        ):
+            op = name if dtype == torch.bfloat16 else f"{name} fp32"
+            line(label, op, shape, "tbps", nbytes / bench_queued(ours) / 1e9, nbytes / bench_queued(eager) / 1e9)
+
+
 def rotary(label: str) -> None:
     """apply_rotary (out of place and in place) and rotary_qk, the shapes of benchmarks/rotary.py."""
     from rotary import cases
@@ -207,6 +236,7 @@ GROUPS["scans"] = scans
 GROUPS["held_rows"] = held_rows
 GROUPS["strided"] = strided
 GROUPS["group_norm_held"] = group_norm_held
+GROUPS["held_softmax"] = held_softmax
 
 
 def main() -> None:
