@@ -113,10 +113,10 @@ def softmax_configs(target, keys) -> list[Config]:
 
 REGISTER_ROW = 8192  # rows up to this long stay in softmax_kernel's registers (csrc/ops/softmax.c)
 # The config with a tail in registers against the loop, on an H100 (softmax / log_softmax TB/s; softmax_tail_rows.py,
-# h100-2026-11-26-experiments.md, stop 31): float32 rows of 65536 gain at every row count (528: 2.16 -> 2.69, 4096:
-# 2.21 -> 2.95), 16-bit ones only from 16 rows per multiprocessor (bf16 x 128256: 528 rows 2.42 / 2.60 -> 1.98 /
-# 2.29, 1536 level, 2112 2.57 / 2.69 -> 2.62 / 2.81, 4096 2.52 / 2.72 -> 2.77 / 2.91; why fewer lose is not
-# measured), so for them it takes TAIL_ROWS_PER_SM.
+# h100-2026-11-26-experiments.md, stop 31; the kernel's exponentials were libdevice's then): float32 rows of 65536
+# gain at every row count (528: 2.16 -> 2.69, 4096: 2.21 -> 2.95), 16-bit ones only from 16 rows per multiprocessor
+# (bf16 x 128256: 528 rows 2.42 / 2.60 -> 1.98 / 2.29, 1536 level, 2112 2.57 / 2.69 -> 2.62 / 2.81, 4096 2.52 / 2.72
+# -> 2.77 / 2.91; why fewer lose is not measured), so for them it takes TAIL_ROWS_PER_SM.
 TAIL_ROWS_PER_SM = 16
 
 
