@@ -16,14 +16,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.language.extra.cuda import gdc_wait
 
-LOG2E = gl.constexpr(1.4426950408889634)
-
-
-@gluon.jit
-def _exp2(x):
-    """2^x flushing subnormal results to zero (ex2.approx.ftz): one instruction, where exp2 and exp spend four more
-    on subnormals (results below 2^-126, which round to zero in 16 bits anyway)."""
-    return gl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1)
+from kernels_src._lse import LOG2E, exp2_ftz
 
 
 @gluon.jit
@@ -69,15 +62,15 @@ def softmax_held_kernel(
             x = gl.where(i * CHUNK + cols < n_cols, held.index(i).load(layout).to(gl.float32), -float("inf"))
             m_new = gl.maximum(m, gl.max(x, axis=1))
             scaled = gl.where(m_new == -float("inf"), 0.0, m_new) * LOG2E
-            s = s * _exp2(m * LOG2E - scaled) + gl.sum(_exp2(x * LOG2E - scaled[:, None]), axis=1)
+            s = s * exp2_ftz(m * LOG2E - scaled) + gl.sum(exp2_ftz(x * LOG2E - scaled[:, None]), axis=1)
             m = m_new
     row_max = gl.max(m, axis=0)
     if TAIL > 0:
         row_max = gl.maximum(row_max, gl.max(gl.max(x_tail, axis=1), axis=0).to(gl.float32))
     safe = gl.where(row_max == -float("inf"), 0.0, row_max)
-    total = gl.sum(s * _exp2((m - safe) * LOG2E), axis=0)
+    total = gl.sum(s * exp2_ftz((m - safe) * LOG2E), axis=0)
     if TAIL > 0:
-        total += gl.sum(gl.sum(_exp2(x_tail.to(gl.float32) * LOG2E - safe * LOG2E), axis=1), axis=0)
+        total += gl.sum(gl.sum(exp2_ftz(x_tail.to(gl.float32) * LOG2E - safe * LOG2E), axis=1), axis=0)
     log_total = gl.log(total)
     scale = 1.0 / total  # a row of -inf: 1 / 0, and its outputs 0 * inf = NaN, as torch's
     shift = safe * LOG2E
@@ -86,14 +79,14 @@ def softmax_held_kernel(
             c = i * CHUNK + cols
             x = held.index(i).load(layout).to(gl.float32)
             if mode == 0:
-                y = _exp2(x * LOG2E - shift) * scale
+                y = exp2_ftz(x * LOG2E - shift) * scale
             else:
                 y = x - safe - log_total
             gl.store(Y + c, y.to(dtype), mask=c < n_cols)
     if TAIL > 0:
         x = x_tail.to(gl.float32)
         if mode == 0:
-            y = _exp2(x * LOG2E - shift) * scale
+            y = exp2_ftz(x * LOG2E - shift) * scale
         else:
             y = x - safe - log_total
         gl.store(Y + t_cols, y.to(dtype), mask=t_cols < n_cols)

@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, i32, i64, is_hopper, ptr
-from kernels_src._lse import online_lse_step
+from kernels_src._lse import LOG2E, exp2_ftz, online_lse_step
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import LONG_LOOP_CONFIGS, row_configs
 from kernels_src._softmax_held import softmax_held_kernel
@@ -42,13 +42,13 @@ def softmax_kernel(
         row_max = tl.max(x, axis=0)
         safe = tl.where(row_max == -float("inf"), 0.0, row_max)
         if LSE:
-            total = tl.sum(tl.exp2((x - safe) * 1.4426950408889634), axis=0)
+            total = tl.sum(exp2_ftz((x - safe) * LOG2E), axis=0)
             tl.store(Y, (safe + tl.log(total)).to(Y.dtype.element_ty))
         else:
-            e = tl.exp(x - safe)
+            e = exp2_ftz((x - safe) * LOG2E)
             total = tl.sum(e, axis=0)
             if mode == 0:
-                tl.store(Y + cols, (e / total).to(Y.dtype.element_ty), mask=mask)
+                tl.store(Y + cols, (e * (1.0 / total)).to(Y.dtype.element_ty), mask=mask)
             else:
                 tl.store(Y + cols, (x - safe - tl.log(total)).to(Y.dtype.element_ty), mask=mask)
     else:
@@ -71,6 +71,8 @@ def softmax_kernel(
             tl.store(Y, (safe + tl.log(total)).to(Y.dtype.element_ty))
         else:
             log_total = tl.log(total)
+            scale = 1.0 / total
+            shift = safe * LOG2E
             # the row's last reads and its writes evict first, keeping the rest of the row in L2 for this pass:
             # H100, bf16, 4096 x 32000 softmax 1.99 -> 2.51 TB/s (benchmarks/experiments/loop_eviction.py)
             x_next = tl.load(X + cols, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_first")
@@ -80,7 +82,7 @@ def softmax_kernel(
                 x_next = tl.load(X + ahead, mask=ahead < n_cols, other=-float("inf"), eviction_policy="evict_first")
                 c = start + cols
                 if mode == 0:
-                    y = tl.exp(x - safe) / total
+                    y = exp2_ftz(x * LOG2E - shift) * scale
                 else:
                     y = x - safe - log_total
                 tl.store(Y + c, y.to(Y.dtype.element_ty), mask=c < n_cols, eviction_policy="evict_first")
@@ -113,11 +115,12 @@ def softmax_configs(target, keys) -> list[Config]:
 
 REGISTER_ROW = 8192  # rows up to this long stay in softmax_kernel's registers (csrc/ops/softmax.c)
 # The config with a tail in registers against the loop, on an H100 (softmax / log_softmax TB/s; softmax_tail_rows.py,
-# h100-2026-11-26-experiments.md, stop 31; the kernel's exponentials were libdevice's then): float32 rows of 65536
-# gain at every row count (528: 2.16 -> 2.69, 4096: 2.21 -> 2.95), 16-bit ones only from 16 rows per multiprocessor
-# (bf16 x 128256: 528 rows 2.42 / 2.60 -> 1.98 / 2.29, 1536 level, 2112 2.57 / 2.69 -> 2.62 / 2.81, 4096 2.52 / 2.72
-# -> 2.77 / 2.91; why fewer lose is not measured), so for them it takes TAIL_ROWS_PER_SM.
-TAIL_ROWS_PER_SM = 16
+# h100-2026-11-26-experiments.md, stop 31; both with ex2.approx.ftz): float32 rows of 65536 level from 528 rows up
+# (2.51-2.93; the loop's exponentials had cost it 20-30% before), 16-bit ones lose at 528 rows (bf16 x 128256: 2.46 /
+# 2.57 -> 2.11-2.22 / 2.33-2.35) and gain 2-4% from 1056 (1056: 2.60 / 2.62 -> 2.65 / 2.67, 1584: 2.65 / 2.67 -> 2.76
+# / 2.77); at 1024 rows bf16 x 131072 lost 1-2% (why fewer rows lose is not measured). 16-bit rows take it from
+# TAIL_ROWS_PER_SM rows per multiprocessor.
+TAIL_ROWS_PER_SM = 8
 
 
 def held_configs(target: Target, keys) -> list[Config]:

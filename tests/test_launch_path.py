@@ -1112,8 +1112,8 @@ def test_row_reduction_launches(fake_driver):
                                                  tensor(shape, "float32", {B})), 1, 1e-5, 0)
         for rows, n, dtype in ((2, 20000, "bfloat16"), (2, 40000, "bfloat16"), (2, 73712, "bfloat16"),
                                (2, 131072, "bfloat16"), (528, 8208, "bfloat16"), (528, 40000, "float16"),
-                               (527, 40000, "bfloat16"), (600, 57360, "bfloat16"), (2112, 131072, "bfloat16"),
-                               (2111, 131072, "bfloat16"), (528, 8208, "float32"), (528, 65536, "float32"),
+                               (527, 40000, "bfloat16"), (600, 57360, "bfloat16"), (1056, 131072, "bfloat16"),
+                               (1055, 131072, "bfloat16"), (528, 8208, "float32"), (528, 65536, "float32"),
                                (528, 40008, "bfloat16")):
             _library.call("xopsaot_softmax_family", (tensor((rows, n), dtype, {A}),
                                                      tensor((rows, n), dtype, {B})), 1, 0)
@@ -1134,8 +1134,8 @@ def test_row_reduction_launches(fake_driver):
     # softmax rows of 16385-32768 held whole in registers by 32 warps, longer ones in steps of 8192 (16 warps), from
     # 73728 of 16384 (32 warps). On Hopper, with at least 4 rows per multiprocessor (528), softmax_held_kernel holds
     # rows of 8193-131072 16-bit elements (65536 float32) in shared memory, a program per row: 32 KB 8 warps, 64 KB 16,
-    # 112 KB 16, 224 KB 32, and 224 KB with 8192 float32 elements in registers, or 16384 16-bit ones from 16 rows per
-    # multiprocessor (2112). Other rows, and those that miss the hints (40008 is not a whole number of 16-element
+    # 112 KB 16, 224 KB 32, and 224 KB with 8192 float32 elements in registers, or 16384 16-bit ones from 8 rows per
+    # multiprocessor (1056). Other rows, and those that miss the hints (40008 is not a whole number of 16-element
     # vectors), loop; logsumexp keeps its configs.
     def chosen(launch):
         constexprs = launch["variant"]["constexprs"]
@@ -1153,8 +1153,8 @@ def test_row_reduction_launches(fake_driver):
         ("held", 528, 512, 57344, 0),
         ("loop", 527, 512, 8192),
         ("held", 600, 1024, 114688, 0),
-        ("held", 2112, 1024, 114688, 16384),
-        ("loop", 2111, 1024, 16384),
+        ("held", 1056, 1024, 114688, 16384),
+        ("loop", 1055, 1024, 16384),
         ("held", 528, 512, 16384, 0),
         ("held", 528, 1024, 57344, 8192),
         ("loop", 528, 256, 4096),

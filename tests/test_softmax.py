@@ -62,21 +62,21 @@ def test_softmax_family(request, rng, where, kind):
 
 
 # Hopper's softmax_held_kernel: each config's capacity and one 16-byte vector past it (16-bit rows of 16384 are the
-# 32 KB config's; 114704-131072 the 224 KB one's with its tail in registers, which 16-bit rows take from 16 rows per
+# 32 KB config's; 114704-131072 the 224 KB one's with its tail in registers, which 16-bit rows take from 8 rows per
 # multiprocessor; 131088 loops), over the rows per multiprocessor each needs
 HELD_LENGTHS = {
-    "float16": ((8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 16), (131072, 16), (131088, 4)),
-    "bfloat16": ((8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 16), (131072, 16), (131088, 4)),
+    "float16": ((8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 8), (131072, 8), (131088, 4)),
+    "bfloat16": ((8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 8), (131072, 8), (131088, 4)),
     "float32": ((8208, 4), (16400, 4), (28688, 4), (57360, 4), (65536, 4), (65552, 4)),
 }
 
 
 @pytest.mark.gpu
 def test_held_rows(rng, poison):
-    """Rows of 8193-131072 16-bit elements (65536 float32), at least four per multiprocessor, take Hopper's
-    softmax_held_kernel (softmax_kernel elsewhere): every length above, rows a stride apart, a row of -inf (NaN out)
-    and one whose first half is -inf (its max comes late). Every output is checked written (poisoned with NaN); 24
-    rows, the -inf ones among them, against float64."""
+    """Rows of 8193-131072 16-bit elements (65536 float32), at least four per multiprocessor (eight for 16-bit rows
+    past 114688), take Hopper's softmax_held_kernel (softmax_kernel elsewhere): every length above, rows a stride
+    apart, a row of -inf (NaN out) and one whose first half is -inf (its max comes late). Every output is checked
+    written (poisoned with NaN); 24 rows, the -inf ones among them, against float64."""
     torch = pytest.importorskip("torch")
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     for dtype, lengths in HELD_LENGTHS.items():

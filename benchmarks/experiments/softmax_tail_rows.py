@@ -20,7 +20,7 @@ import xopsaot  # noqa: E402
 def main() -> None:
     label = sys.argv[1]
     warm_up_gpu()
-    cases = [((rows, 128256), torch.bfloat16) for rows in (528, 1024, 1536, 2112, 3072, 4096)]
+    cases = [((rows, 128256), torch.bfloat16) for rows in (528, 1024, 1056, 1536, 1584, 2112, 3072, 4096)]
     cases += [((rows, 131072), torch.bfloat16) for rows in (1024, 2112)]
     cases += [((rows, 65536), torch.float32) for rows in (528, 1024, 2048, 4096)]
     for shape, dtype in cases:

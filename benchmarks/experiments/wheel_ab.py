@@ -59,7 +59,7 @@ def others(label: str) -> None:
 
 
 def cross_entropy(label: str) -> None:
-    for rows, vocab in ((4096, 4096), (8192, 32000)):
+    for rows, vocab in ((4096, 4096), (8192, 32000), (8192, 128256)):
         logits = randn(rows, vocab)
         target = torch.randint(0, vocab, (rows,), device="cuda")
         nbytes = logits.numel() * logits.element_size()
@@ -139,6 +139,8 @@ def held_softmax(label: str) -> None:
     # past 114688 16-bit columns (65536 float32), the last two vectors of each thread held in registers
     cases += [((1024, 128256), torch.bfloat16), ((4096, 128256), torch.bfloat16), ((2048, 120000), torch.bfloat16)]
     cases += [((2048, 65536), torch.float32)]
+    # rows held in registers (softmax_kernel)
+    cases += [((4096, 4096), torch.bfloat16), ((16384, 8192), torch.bfloat16), ((16384, 1000), torch.bfloat16)]
     for shape, dtype in cases:
         x = torch.randn(shape, device="cuda", dtype=dtype)
         nbytes = 2 * x.numel() * x.element_size()
