@@ -1,10 +1,14 @@
-"""Configs shared by the row-wise kernels (norms, softmax): a row up to 8192 elements is held whole in registers,
+"""What the row-wise kernels (norms, softmax) share: where a program's rows start (norm_rows, for row_norm_kernel and
+Hopper's row_norm_held_kernel alike), and their configs: a row up to 8192 elements is held whole in registers,
 the smallest block that fits it is chosen at run time; longer rows loop over blocks of 4096 (the group norm and the
 softmax family pass configs of their own for longer rows: `longer`). Rows whose length or stride misses the
 alignment hints (rare: a hidden size that is not a multiple of 8) all take the looping config's unhinted variant,
 which takes any length."""
 
 from collections.abc import Sequence
+
+import triton
+import triton.language as tl
 
 from aot.spec import Config
 
@@ -35,3 +39,19 @@ LONG_LOOP_CONFIGS = [
     Config({"BLOCK_N": 8192, "LOOP": True}, num_warps=16, when="n_cols > 32768 && n_cols < 73728", fallback=False),
     Config({"BLOCK_N": 16384, "LOOP": True}, num_warps=32, when="n_cols >= 73728", fallback=False),
 ]
+
+
+@triton.jit
+def norm_rows(X, R, G, Y, H, stride_x, stride_r, stride_g, stride_y, stride_h, HAS_RESIDUAL: tl.constexpr,
+              HAS_GATE: tl.constexpr):  # fmt: skip
+    """The starts of this program's row (program_id(0)) of x, the residual, the gate and the outputs (a norm's
+    pointers; those its variant has no use for are left as they are)."""
+    row = tl.program_id(0).to(tl.int64)
+    X += row * stride_x
+    Y += row * stride_y
+    if HAS_RESIDUAL:
+        R += row * stride_r
+        H += row * stride_h
+    if HAS_GATE:
+        G += row * stride_g
+    return X, R, G, Y, H

@@ -1,8 +1,8 @@
 """softmax and log_softmax on Hopper for rows that fit a multiprocessor's shared memory, written in Gluon (the
-technique of _group_norm_held.py): a program copies its row whole into shared memory with cp.async, which holds no
-registers while the bytes are in flight, takes the row's max and sum from there as each step lands, and writes the
-output from there. x is read from memory once, where softmax_kernel's looping rows read it twice (the second time
-from L2 when it is still there).
+technique of _group_norm_held.py; the copies are _held_rows.py's): a program copies its row whole into shared memory
+with cp.async, which holds no registers while the bytes are in flight, takes the row's max and sum from there as each
+step lands, and writes the output from there. x is read from memory once, where softmax_kernel's looping rows read it
+twice (the second time from L2 when it is still there).
 
 A program per row: a persistent grid whose programs each walked rows, loading the next row into the steps already
 written out, ran 8-12% slower (its programs stay in lockstep, h100-2026-11-26-experiments.md, stop 31).
@@ -16,6 +16,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.language.extra.cuda import gdc_wait
 
+from kernels_src._held_rows import allocate_row, copy_steps, step_columns, step_layout
 from kernels_src._lse import LOG2E, exp2_ftz
 
 
@@ -28,32 +29,27 @@ def softmax_held_kernel(
     reckoning). TAIL: elements past those held in registers, a whole number of vectors per thread."""
     dtype: gl.constexpr = X.dtype.element_ty
     gl.static_assert(PER_SM * HELD * dtype.primitive_bitwidth // 8 <= 224 * 1024, "a multiprocessor's shared memory")
-    VEC: gl.constexpr = 128 // dtype.primitive_bitwidth  # elements per 16-byte copy
-    VECTORS: gl.constexpr = 32 * gl.num_warps()  # a step: one vector per thread
-    CHUNK: gl.constexpr = VEC * VECTORS
-    STEPS: gl.constexpr = HELD // CHUNK
-    gl.static_assert(HELD % CHUNK == 0, "HELD is a whole number of steps")
-    layout: gl.constexpr = gl.BlockedLayout([1, VEC], [32, 1], [gl.num_warps(), 1], [1, 0])
+    layout: gl.constexpr = step_layout(dtype, gl.num_warps())
     per_thread: gl.constexpr = gl.SliceLayout(1, layout)
-    held = gl.allocate_shared_memory(dtype, [STEPS, VECTORS, VEC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))[None, :]
-    cols = gl.arange(0, VECTORS, layout=per_thread)[:, None] * VEC + within
+    held = allocate_row(dtype, HELD, layout)
+    STEPS: gl.constexpr = held.type.shape[0]
+    VECTORS: gl.constexpr = held.type.shape[1]
+    VEC: gl.constexpr = held.type.shape[2]
+    CHUNK: gl.constexpr = VEC * VECTORS
+    cols = step_columns(layout)
     row = gl.program_id(0).to(gl.int64)
     X += row * stride_x
     Y += row * stride_y
     if PDL:
         gdc_wait()
-    for i in gl.static_range(STEPS):  # one copy group per step (empty past the row's end)
-        if i * CHUNK < n_cols:
-            async_copy.async_load(held.index(i), X + i * CHUNK + cols, mask=i * CHUNK + cols < n_cols)
-        async_copy.commit_group()
+    copy_steps(held, X, cols, n_cols)
     if TAIL > 0:  # loaded while the copies land
+        within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))[None, :]
         t_cols = HELD + gl.arange(0, TAIL // VEC, layout=per_thread)[:, None] * VEC + within
         x_tail = gl.load(X + t_cols, mask=t_cols < n_cols, other=-float("inf"))
 
-    # Each thread reads back the elements it copied (the same layout), so its own wait_group orders them. It keeps a
-    # max and a sum of its own and reduces them with the others' once: a max across the program per step, as
-    # online_lse_step takes (_lse.py), would stop every warp at two more barriers a step.
+    # Each thread keeps a max and a sum of its own and reduces them with the others' once: a max across the program
+    # per step, as online_lse_step takes (_lse.py), would stop every warp at two more barriers a step.
     m = gl.full([VECTORS], -float("inf"), gl.float32, per_thread)
     s = gl.zeros([VECTORS], gl.float32, per_thread)
     for i in gl.static_range(STEPS):

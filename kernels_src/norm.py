@@ -5,7 +5,8 @@ row_norm_kernel: one program per row of the last dim. The norm's kind (rms or la
 cost no variants (one exception: layer norms with a weight and a bias on rows of 16385-32768 have a config with
 those fixed, LAYER_AFFINE); the residual add (h = x + r, written out) and the gate (a second input) are compiled in.
 Rows up to 32768 columns stay in registers (one read of x); longer rows loop over the row twice (the sums, then the
-write), re-reading it from L2.
+write), re-reading it from L2. On Hopper, with at least four rows per multiprocessor, longer rows that fit shared memory
+take row_norm_held_kernel (_row_norm_held.py, Gluon) instead, which copies each row whole there and reads it once.
 
 group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous, or, when
 few long groups would leave the GPU idle, several per group (program_id(1)) after group_norm_stats_kernel has summed
@@ -22,7 +23,8 @@ import triton.language as tl
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hopper, ptr
 from kernels_src._group_norm_held import group_norm_held_kernel
 from kernels_src._pdl import wait_for_predecessor
-from kernels_src._rows import LONG_LOOP_CONFIGS, LOOP_BLOCK, ROW_BLOCKS, row_configs
+from kernels_src._row_norm_held import row_norm_held_kernel
+from kernels_src._rows import LONG_LOOP_CONFIGS, LOOP_BLOCK, ROW_BLOCKS, norm_rows, row_configs
 
 
 @triton.jit
@@ -129,14 +131,7 @@ def row_norm_kernel(
         layer = 1
         has_weight = 1
         has_bias = 1
-    row = tl.program_id(0).to(tl.int64)
-    X += row * stride_x
-    Y += row * stride_y
-    if HAS_RESIDUAL:
-        R += row * stride_r
-        H += row * stride_h
-    if HAS_GATE:
-        G += row * stride_g
+    X, R, G, Y, H = norm_rows(X, R, G, Y, H, stride_x, stride_r, stride_g, stride_y, stride_h, HAS_RESIDUAL, HAS_GATE)
     cols = tl.arange(0, BLOCK_N)
     if not LOOP:
         mask = cols < n_cols
@@ -400,43 +395,67 @@ def row_norm_configs(target, keys):
     return configs
 
 
-def held_configs(target: Target, keys) -> list[Config]:
+def group_held_configs(target: Target, keys) -> list[Config]:
     """group_norm_held_kernel: groups of up to 64 KB in shared memory (three programs per multiprocessor), in
     steps of 4096 elements; the C side asks for it only where `when` holds."""
     held = 65536 // {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
     return [Config({"HELD": held, "CHUNK": 4096}, num_warps=8, num_stages=1, when=f"n_elems <= {held}")]
 
 
+# What row_norm_kernel and Hopper's row_norm_held_kernel take: a program per row of x (at X + row * stride_x, and
+# the residual's, the gate's and the outputs' rows at theirs).
+ROW_NORM_LAUNCH = dict(
+    args=[
+        ptr("X", "T"),
+        ptr("W", "T"),
+        ptr("B", "T"),
+        ptr("R", "T"),
+        ptr("G", "T"),
+        ptr("Y", "T"),
+        ptr("H", "T"),
+        i64("stride_x", aligned=True),
+        i64("stride_r", aligned=True),
+        i64("stride_g", aligned=True),
+        i64("stride_y", aligned=True),
+        i64("stride_h", aligned=True),
+        i32("n_cols", aligned=True),
+        f32("eps"),
+        f32("w_offset"),
+        i32("layer"),
+        i32("has_weight"),
+        i32("has_bias"),
+        i32("gate_silu"),
+        i32("gate_pre"),
+    ],
+    grid_args=[i64("n_rows")],
+    grid=["n_rows", "1", "1"],
+)
+
+REGISTER_ROW = 32768  # rows up to this long stay in row_norm_kernel's registers (csrc/ops/norm.c)
+
+
+def row_held_configs(target: Target | None, keys) -> list[Config]:
+    """row_norm_held_kernel: rows past REGISTER_ROW, of up to 112 KB two programs to a multiprocessor and 224 KB one;
+    with a residual or a gate (two inputs held) up to 112 KB each, one program. A step is one 16-byte vector per
+    thread. Keys with no row past REGISTER_ROW to hold compile nothing (float32 with a second input)."""
+    size = {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
+    inputs = 2 if keys["HAS_RESIDUAL"] or keys["HAS_GATE"] else 1
+    configs = []
+    for kb, per_sm, warps in ((112, 2, 16), (224, 1, 32)):
+        held = kb * 1024 // size // inputs
+        if held > REGISTER_ROW and not (keys["HAS_RESIDUAL"] and keys["HAS_GATE"]):
+            configs.append(Config({"HELD": held, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
+                                  when=f"n_cols <= {held}"))  # fmt: skip
+    return configs
+
+
 KERNELS = [
     Kernel(
         fn=row_norm_kernel,
         op="norm",
-        args=[
-            ptr("X", "T"),
-            ptr("W", "T"),
-            ptr("B", "T"),
-            ptr("R", "T"),
-            ptr("G", "T"),
-            ptr("Y", "T"),
-            ptr("H", "T"),
-            i64("stride_x", aligned=True),
-            i64("stride_r", aligned=True),
-            i64("stride_g", aligned=True),
-            i64("stride_y", aligned=True),
-            i64("stride_h", aligned=True),
-            i32("n_cols", aligned=True),
-            f32("eps"),
-            f32("w_offset"),
-            i32("layer"),
-            i32("has_weight"),
-            i32("has_bias"),
-            i32("gate_silu"),
-            i32("gate_pre"),
-        ],
         keys={"T": ["fp16", "bf16", "fp32"], "HAS_RESIDUAL": [False, True], "HAS_GATE": [False, True]},
-        grid_args=[i64("n_rows")],
-        grid=["n_rows", "1", "1"],
         configs=row_norm_configs,
+        **ROW_NORM_LAUNCH,
     ),
     Kernel(
         fn=group_norm_stats_kernel,
@@ -489,8 +508,18 @@ KERNELS = [
         keys={"T": ["fp16", "bf16", "fp32"]},
         grid_args=[i64("n_rows")],
         grid=["n_rows", "1", "1"],
-        configs=held_configs,
+        configs=group_held_configs,
         aligned=ALIGNED_ONLY,
         targets=is_hopper,
+    ),
+    Kernel(
+        fn=row_norm_held_kernel,
+        op="norm",
+        keys={"T": ["fp16", "bf16", "fp32"], "HAS_RESIDUAL": [False, True], "HAS_GATE": [False, True]},
+        configs=row_held_configs,
+        aligned=ALIGNED_ONLY,
+        targets=is_hopper,
+        combos=lambda keys: row_held_configs(None, keys) != [],
+        **ROW_NORM_LAUNCH,
     ),
 ]

@@ -133,7 +133,7 @@ def decode(params: list[int], kernel: str) -> list:
     return values
 
 
-A, B, C, D = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000, 0x7F0000300000
+A, B, C, D, E = 0x7F0000000000, 0x7F0000100000, 0x7F0000200000, 0x7F0000300000, 0x7F0000400000
 
 
 @needs_sm90
@@ -1190,6 +1190,62 @@ def test_row_reduction_launches(fake_driver):
     assert held_bf16["variant"]["constexprs"]["HELD"] == 32768 and held_bf16["block"] == [256, 1, 1]
     assert not_held_fp32["kernel"] == "group_norm_kernel" and under_a_wave["kernel"] == "group_norm_kernel"
     assert held_fp32["kernel"] == "group_norm_held_kernel" and held_fp32["variant"]["constexprs"]["HELD"] == 16384
+
+
+def test_held_row_norm_launches(fake_driver):
+    """On Hopper, rows past 32768 elements with at least 4 rows per multiprocessor (528 of the fake's 132) take
+    row_norm_held_kernel where the row fits its configs (112 KB two programs per multiprocessor, 224 KB one; 112 KB of
+    each input with a residual or a gate), with row_norm_kernel's arguments; other rows take row_norm_kernel."""
+    r = scenario(
+        fake_driver,
+        f"""
+        def norm(shape, dtype, norm=0, residual=False, gate=False, n=None):
+            n = shape[-1]
+            x, out, w = tensor(shape, dtype, {A}), tensor(shape, dtype, {B}), tensor((n,), dtype, {C})
+            other = tensor(shape, dtype, {D})
+            options = _library.NormOptions(norm, 1e-5, 0.0, 0, 1)
+            _library.call("xopsaot_norm", (x, w, None, other if residual else None, other if gate else None, out,
+                                           tensor(shape, dtype, {E}) if residual else None), ctypes.byref(options), 0)
+
+        fake.fake_cuda_expect_params(22)
+        norm((528, 40000), "bfloat16")
+        norm((527, 40000), "bfloat16")
+        norm((600, 100000), "float16", norm=1)
+        norm((528, 114704), "bfloat16")
+        norm((528, 40000), "bfloat16", residual=True)
+        norm((528, 57344), "float16", norm=1, gate=True)
+        norm((528, 57360), "bfloat16", gate=True)
+        norm((528, 40000), "float32")
+        norm((528, 40000), "float32", residual=True)
+        norm((528, 40008), "bfloat16")
+        emit(launches=launches())
+    """,
+    )
+
+    def chosen(launch):
+        constexprs = launch["variant"]["constexprs"]
+        if launch["kernel"] == "row_norm_held_kernel":
+            return "held", launch["grid"][0], launch["block"][0], constexprs["HELD"], constexprs["PER_SM"]
+        return "loop", launch["grid"][0], launch["block"][0], constexprs["BLOCK_N"]
+
+    assert [chosen(v) for v in r["launches"]] == [
+        ("held", 528, 512, 57344, 2),
+        ("loop", 527, 512, 8192),
+        ("held", 600, 1024, 114688, 1),
+        ("loop", 528, 1024, 16384),
+        ("held", 528, 1024, 57344, 1),
+        ("held", 528, 1024, 57344, 1),
+        ("loop", 528, 512, 8192),
+        ("held", 528, 1024, 57344, 1),
+        ("loop", 528, 512, 8192),
+        ("loop", 528, 256, 4096),
+    ]
+    residual, gate = r["launches"][4], r["launches"][5]
+    assert residual["variant"]["keys"] == {"HAS_RESIDUAL": True, "HAS_GATE": False}
+    assert gate["variant"]["keys"] == {"HAS_RESIDUAL": False, "HAS_GATE": True}
+    params = decode(residual["params"], "row_norm_held_kernel")
+    assert params[:7] == [A, C, A, D, A, B, E] and params[12:15] == [40000, pytest.approx(1e-5), 0.0]
+    assert decode(gate["params"], "row_norm_held_kernel")[15:20] == [1, 1, 0, 1, 1]  # layer, weight, no bias, silu, pre
 
 
 # ---- argument validation in the C layer: no driver needed ----

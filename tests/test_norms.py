@@ -1,6 +1,7 @@
 """The norms (rms_norm, layer_norm, norm_gate, group_norm) against float64 references, on the CPU path (NumPy and
 torch CPU) and on the GPU (marker gpu, outputs poisoned with NaN): every dtype, row lengths at each compiled block's
-edges and past the looping kernel's threshold (100k+), row-strided and non-contiguous views, and bad input."""
+edges and past the looping kernel's threshold (100k+), Hopper's rows held in shared memory (each capacity and one
+vector past it), row-strided and non-contiguous views, and bad input."""
 
 from __future__ import annotations
 
@@ -190,6 +191,61 @@ def test_group_norm_long_groups(poison, rng):
             assert_close(host(y), expected, dtype, f"{shape} / {groups} {dtype}", tol=tol)
 
 
+# Hopper's row_norm_held_kernel: rows past 32768 elements, four or more per multiprocessor, up to 112 KB two programs
+# to a multiprocessor and 224 KB one, or 112 KB of each input with a residual or a gate; each capacity, one vector
+# past it (the looping kernel then), float32 with a second input (always the loop). op, dtype, length, arguments.
+HELD_NORM_CASES = [
+    ("rms_norm", "bfloat16", 32784, {"weight": True, "offset": 1.0}),
+    ("layer_norm", "float16", 57344, {"weight": True, "bias": True}),
+    ("layer_norm", "bfloat16", 57360, {}),
+    ("rms_norm", "float16", 114688, {}),
+    ("rms_norm", "bfloat16", 114704, {"weight": True}),
+    ("layer_norm", "bfloat16", 32784, {"weight": True, "bias": True, "residual": True}),
+    ("rms_norm", "float16", 57344, {"weight": True, "residual": True}),
+    ("rms_norm", "bfloat16", 57360, {"residual": True}),
+    ("layer_norm", "float32", 32784, {"weight": True, "bias": True}),
+    ("rms_norm", "float32", 57344, {"weight": True}),
+    ("rms_norm", "float32", 57360, {}),
+    ("rms_norm", "float32", 40000, {"residual": True}),
+    ("norm_gate", "bfloat16", 40000, {"norm": "rms", "gate_act": "silu", "gate_pos": "pre"}),
+    ("norm_gate", "float16", 57344, {"norm": "layer", "gate_act": "sigmoid", "gate_pos": "post"}),
+    ("norm_gate", "bfloat16", 57360, {"norm": "layer", "gate_act": "silu", "gate_pos": "pre"}),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op, dtype, n, spec", HELD_NORM_CASES)
+def test_held_row_norms(rng, poison, op, dtype, n, spec):
+    """Rows past the registers' 32768 elements over four rows per multiprocessor (Hopper's row_norm_held_kernel where
+    the row fits, the looping kernel elsewhere), rows a stride apart: every output written (poisoned with NaN
+    before), 24 rows against float64, residual_out too."""
+    torch = pytest.importorskip("torch")
+    n_rows = 4 * torch.cuda.get_device_properties(0).multi_processor_count
+    x = arr(rng, (n_rows, n + 64), dtype, "gpu")[:, :n]  # rows 64 elements apart, still aligned
+    rows = sorted({0, n_rows - 1, *rng.choice(range(1, n_rows - 1), 22, replace=False).tolist()})
+    w, b = arr(rng, (n,), dtype, "gpu"), arr(rng, (n,), dtype, "gpu")
+    if op == "norm_gate":
+        gate = arr(rng, (n_rows, n), dtype, "gpu", scale=2.0)
+        bias = b if spec["norm"] == "layer" else None
+        y = xopsaot.norm_gate(x, gate, w, bias, eps=1e-5, **spec)
+        ref = norm64(x[rows], w, bias, 1e-5, spec["norm"], gate=gate[rows], act=spec["gate_act"], pos=spec["gate_pos"])
+        outputs = [(y, ref[0])]
+    else:
+        kw = {"weight": w} if spec.get("weight") else {}
+        kw |= {"bias": b} if spec.get("bias") else {}
+        kw |= {"residual": arr(rng, (n_rows, n), dtype, "gpu")} if spec.get("residual") else {}
+        kw |= {"offset": spec["offset"]} if "offset" in spec else {}
+        result = getattr(xopsaot, op)(x, eps=1e-5, **kw)
+        kind = "layer" if op == "layer_norm" else "rms"
+        residual = kw["residual"][rows] if "residual" in kw else None
+        ref = norm64(x[rows], kw.get("weight"), kw.get("bias"), 1e-5, kind, kw.get("offset", 0.0), residual)
+        outputs = list(zip(result, ref)) if "residual" in kw else [(result, ref[0])]
+    ran("gpu")
+    for out, expected in outputs:
+        assert not torch.isnan(out).any().item(), (op, dtype, n)
+        assert_close(host(out[rows]), expected, dtype, f"{op} {dtype} {n_rows} x {n} {spec}")
+
+
 @pytest.mark.gpu
 def test_norms_leave_inputs_alone(rng):
     """No norm writes its inputs (residual_out is a new tensor)."""
@@ -252,9 +308,15 @@ def test_norm_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_norm_variant_was_checked():
-    """After the tests above (file order): each row_norm_kernel and group_norm kernel variant compiled for this GPU
-    ran."""
+    """After the tests above (file order): each row norm and group_norm kernel variant compiled for this GPU ran."""
     missing = unexercised(
-        {"row_norm_kernel", "group_norm_kernel", "group_norm_stats_kernel", "group_norm_held_kernel"}, GPU_USED
+        {
+            "row_norm_kernel",
+            "row_norm_held_kernel",
+            "group_norm_kernel",
+            "group_norm_stats_kernel",
+            "group_norm_held_kernel",
+        },
+        GPU_USED,
     )
     assert not missing, f"norm variants never exercised: {missing}"

@@ -27,6 +27,20 @@ static xopsaot_status check_vector(const xopsaot_tensor *x, const xopsaot_tensor
   return XOPSAOT_SUCCESS;
 }
 
+/* row_norm_kernel holds rows of up to NORM_REGISTER_ROW elements in registers and loops over longer ones, reading x
+ * twice (the second time from L2 when the row is still there). On Hopper, row_norm_held_kernel copies rows of up to
+ * 224 KB (with a residual or a gate, 112 KB of each; its configs' `when` bound the length) into shared memory and reads
+ * them once, from NORM_HELD_ROWS_PER_SM rows per multiprocessor: H100, bf16, 4096 x 50304 rms / layer norm 2.51 /
+ * 1.94 -> 2.86 / 2.79 TB/s, with residual 2.14 -> 2.96; at 528 x 40000 (four rows per multiprocessor) layer_norm,
+ * the residual and the gate forms gained 9-10%, rms_norm lost 7% (h100-2026-11-26-experiments.md, stop 31). Both
+ * kernels take the same arguments and keys (kernels_src/norm.py's ROW_NORM_LAUNCH), so one struct of each serves
+ * both. */
+#define NORM_REGISTER_ROW 32768
+#define NORM_HELD_ROWS_PER_SM 4
+_Static_assert(sizeof(xk_row_norm_held_kernel_args) == sizeof(xk_row_norm_kernel_args) &&
+                   sizeof(xk_row_norm_held_kernel_keys) == sizeof(xk_row_norm_kernel_keys),
+               "row_norm_kernel and row_norm_held_kernel share their arguments");
+
 xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_tensor *weight, const xopsaot_tensor *bias,
                             const xopsaot_tensor *residual, const xopsaot_tensor *gate, const xopsaot_tensor *out,
                             const xopsaot_tensor *residual_out, const xopsaot_norm_options *o, void *stream) {
@@ -69,6 +83,13 @@ xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_tensor *weigh
       .has_weight = weight != NULL, .has_bias = bias != NULL, .gate_silu = o->gate_act == XOPSAOT_GATE_SILU,
       .gate_pre = o->gate_pre != 0, .n_rows = rows};
   xk_row_norm_kernel_keys keys = {x->dtype, residual != NULL, gate != NULL};
+  if (n > NORM_REGISTER_ROW) {
+    int sm_count = 0;
+    XO_TRY(xo_device_sm_count(x->device, &sm_count));
+    if (rows >= (int64_t)NORM_HELD_ROWS_PER_SM * sm_count &&
+        xo_can_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device))
+      return xo_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device, stream);
+  }
   return xo_launch(&xk_row_norm_kernel, &keys.T, &args, x->device, stream);
 }
 
