@@ -162,8 +162,11 @@ def main() -> None:
     warm_up_gpu()
     results = {"environment": environment(), "copy_tbps": copy_bandwidth()}
     compiled: dict = {}
-    # 4096 x 32000: a row past the shared blocks (8192), held whole by the row norms' own block of 32768
-    shapes = [(4096, 4096)] if args.quick else [(4096, 4096), (16384, 8192), (4096, 32000)]
+    # 4096 x 32000: a row past the shared blocks (8192), held whole by the row norms' own block of 32768; 4096 x 50304
+    # and 2048 x 65536 past it (on Hopper held in shared memory: every op at 50304, the unfused ones at 65536)
+    shapes = (
+        [(4096, 4096)] if args.quick else [(4096, 4096), (16384, 8192), (4096, 32000), (4096, 50304), (2048, 65536)]
+    )
     results["rows"] = [row for shape in shapes for row in row_results(shape, results["copy_tbps"], compiled)]
     results["rows"] += group_norm_results(results["copy_tbps"], compiled)
     results["host_us"] = host_results()

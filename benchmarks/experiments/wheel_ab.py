@@ -92,8 +92,17 @@ def group_norm(label: str) -> None:
 
 
 def long_rows(label: str) -> None:
-    """Rows past 8192 elements, which the looping configs serve (softmax family, norms)."""
-    for shape in ((4096, 32000), (1024, 131072), (4096, 16384), (2048, 65536)):
+    """Rows past 8192 elements: the looping configs, or on Hopper the rows held in shared memory (softmax family,
+    norms)."""
+    for shape in (
+        (4096, 32000),
+        (1024, 131072),
+        (4096, 16384),
+        (2048, 65536),
+        (4096, 50304),
+        (1024, 100000),
+        (528, 40000),
+    ):
         x, r = randn(*shape), randn(*shape)
         w, b = randn(shape[1]), randn(shape[1])
         nbytes = 2 * x.numel() * x.element_size()
@@ -103,6 +112,7 @@ def long_rows(label: str) -> None:
             ("rms_norm", lambda: xopsaot.rms_norm(x, w), lambda: F.rms_norm(x, shape[1:], w), 2),
             ("layer_norm", lambda: xopsaot.layer_norm(x, w, b), lambda: F.layer_norm(x, shape[1:], w, b), 2),
             ("add+rms_norm", lambda: xopsaot.rms_norm(x, w, residual=r), lambda: F.rms_norm(x + r, shape[1:], w), 4),
+            ("norm_gate", lambda: xopsaot.norm_gate(x, r, w), lambda: F.rms_norm(x * F.silu(r), shape[1:], w), 3),
         ):
             moved = nbytes * tensors / 2
             line(label, name, shape, "tbps", moved / bench_queued(ours) / 1e9, moved / bench_queued(eager) / 1e9)
