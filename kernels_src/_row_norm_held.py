@@ -45,8 +45,8 @@ def row_norm_held_kernel(
     has_bias, gate_silu, gate_pre, HAS_RESIDUAL: gl.constexpr, HAS_GATE: gl.constexpr, HELD: gl.constexpr,
     PER_SM: gl.constexpr, PDL: gl.constexpr = False,
 ):  # fmt: skip
-    """PER_SM: the programs a multiprocessor holds, HELD elements of each input each (the C side's occupancy
-    reckoning)."""
+    """PER_SM: the programs of HELD elements per input a multiprocessor's shared memory holds, which the static
+    assertion below checks (the config's occupancy, named in its label)."""
     dtype: gl.constexpr = X.dtype.element_ty
     TWO: gl.constexpr = HAS_RESIDUAL or HAS_GATE
     INPUTS: gl.constexpr = 2 if TWO else 1

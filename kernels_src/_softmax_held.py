@@ -25,8 +25,9 @@ def softmax_held_kernel(
     X, Y, stride_x, stride_y, n_cols, mode, HELD: gl.constexpr, PER_SM: gl.constexpr, TAIL: gl.constexpr = 0,
     PDL: gl.constexpr = False,
 ):  # fmt: skip
-    """PER_SM: the programs a multiprocessor holds, HELD elements each in shared memory (the C side's occupancy
-    reckoning). TAIL: elements past those held in registers, a whole number of vectors per thread."""
+    """PER_SM: the programs of HELD elements a multiprocessor's shared memory holds, which the static assertion below
+    checks (the config's occupancy, named in its label). TAIL: elements past those held in registers, a whole number
+    of vectors per thread."""
     dtype: gl.constexpr = X.dtype.element_ty
     gl.static_assert(PER_SM * HELD * dtype.primitive_bitwidth // 8 <= 224 * 1024, "a multiprocessor's shared memory")
     layout: gl.constexpr = step_layout(dtype, gl.num_warps())

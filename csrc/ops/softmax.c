@@ -4,8 +4,8 @@
 #define MAX_ROW (INT32_MAX - 65535) /* 2^31 - 65536 elements */
 /* softmax_kernel holds rows of up to REGISTER_ROW elements whole in registers and loops over longer ones, reading
  * x twice (the second time from L2 when the row is still there). On Hopper, softmax_held_kernel copies rows of up to
- * 224 KB (plus 32 KB in registers: 131072 16-bit elements, 65536 float32; its configs' `when` bound the length) into
- * shared memory and reads x once: H100, bf16, 4096 x 8208 2.32 -> 2.80 TB/s, 4096 x 32000 2.56-2.68 -> 2.92, 1024
+ * 224 KB (plus 32 KB in registers: 131072 16-bit elements, 65536 float32; its configs' `when` bound the length, and
+ * for 16-bit rows with the register tail the rows, kernels_src/softmax.py) into shared memory and reads x once: H100, bf16, 4096 x 8208 2.32 -> 2.80 TB/s, 4096 x 32000 2.56-2.68 -> 2.92, 1024
  * x 100000 2.35 -> 2.74 (softmax). With fewer than HELD_ROWS_PER_SM rows per multiprocessor its programs load, reduce
  * and store in lockstep with nothing to overlap, and the loop wins: 132 x 100000 1.92 against 2.49, 264 x 50304 2.27
  * against 2.69; 528 rows of either length gained 1-7% (h100-2026-11-26-experiments.md, stop 31). */
