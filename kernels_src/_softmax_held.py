@@ -21,6 +21,17 @@ from kernels_src._lse import LOG2E, exp2_ftz
 
 
 @gluon.jit
+def _output(x, mode, safe, log_total, shift, scale):
+    """softmax (mode 0) or log_softmax of float32 x, from the row's max (safe, 0 for a row of -inf), its log-sum
+    log_total, shift = safe * LOG2E and scale = 1 / the sum."""
+    if mode == 0:
+        y = exp2_ftz(x * LOG2E - shift) * scale
+    else:
+        y = x - safe - log_total
+    return y
+
+
+@gluon.jit
 def softmax_held_kernel(
     X, Y, stride_x, stride_y, n_cols, mode, HELD: gl.constexpr, PER_SM: gl.constexpr, TAIL: gl.constexpr = 0,
     PDL: gl.constexpr = False,
@@ -74,16 +85,8 @@ def softmax_held_kernel(
     for i in gl.static_range(STEPS):
         if i * CHUNK < n_cols:
             c = i * CHUNK + cols
-            x = held.index(i).load(layout).to(gl.float32)
-            if mode == 0:
-                y = exp2_ftz(x * LOG2E - shift) * scale
-            else:
-                y = x - safe - log_total
+            y = _output(held.index(i).load(layout).to(gl.float32), mode, safe, log_total, shift, scale)
             gl.store(Y + c, y.to(dtype), mask=c < n_cols)
     if TAIL > 0:
-        x = x_tail.to(gl.float32)
-        if mode == 0:
-            y = exp2_ftz(x * LOG2E - shift) * scale
-        else:
-            y = x - safe - log_total
+        y = _output(x_tail.to(gl.float32), mode, safe, log_total, shift, scale)
         gl.store(Y + t_cols, y.to(dtype), mask=t_cols < n_cols)

@@ -127,8 +127,7 @@ def held_configs(target: Target, keys) -> list[Config]:
     """softmax_held_kernel: rows of up to 32 KB six programs to a multiprocessor, 64 KB three, 112 KB two and 224 KB
     one, then 224 KB with two more 16-byte vectors per thread in registers (16-bit rows of up to 131072 elements,
     float32 of up to 65536; 16-bit ones from TAIL_ROWS_PER_SM rows per multiprocessor); a step is one 16-byte vector
-    per thread. Only rows past REGISTER_ROW come here (float32
-    has no 32 KB config)."""
+    per thread. Only rows past REGISTER_ROW come here (float32 has no 32 KB config)."""
     size = {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
     configs = []
     for kb, per_sm, warps in ((32, 6, 8), (64, 3, 16), (112, 2, 16), (224, 1, 32)):

@@ -5,12 +5,16 @@
 /* softmax_kernel holds rows of up to REGISTER_ROW elements whole in registers and loops over longer ones, reading
  * x twice (the second time from L2 when the row is still there). On Hopper, softmax_held_kernel copies rows of up to
  * 224 KB (plus 32 KB in registers: 131072 16-bit elements, 65536 float32; its configs' `when` bound the length, and
- * for 16-bit rows with the register tail the rows, kernels_src/softmax.py) into shared memory and reads x once: H100, bf16, 4096 x 8208 2.32 -> 2.80 TB/s, 4096 x 32000 2.56-2.68 -> 2.92, 1024
- * x 100000 2.35 -> 2.74 (softmax). With fewer than HELD_ROWS_PER_SM rows per multiprocessor its programs load, reduce
- * and store in lockstep with nothing to overlap, and the loop wins: 132 x 100000 1.92 against 2.49, 264 x 50304 2.27
- * against 2.69; 528 rows of either length gained 1-7% (h100-2026-11-26-experiments.md, stop 31). */
+ * for 16-bit rows with the register tail the rows, kernels_src/softmax.py) into shared memory and reads x once: H100,
+ * bf16, 4096 x 8208 2.32 -> 2.80 TB/s, 4096 x 32000 2.56-2.68 -> 2.92, 1024 x 100000 2.35 -> 2.74 (softmax). With
+ * fewer than HELD_ROWS_PER_SM rows per multiprocessor its programs load, reduce and store in lockstep with nothing to
+ * overlap, and the loop wins: 132 x 100000 1.92 against 2.49, 264 x 50304 2.27 against 2.69; 528 rows of either
+ * length gained 1-7% (h100-2026-11-26-experiments.md, stop 31). Both kernels take the same arguments
+ * (kernels_src/softmax.py's ROW_LAUNCH), so one struct serves both; the held kernel's one key is the first. */
 #define REGISTER_ROW 8192
 #define HELD_ROWS_PER_SM 4
+_Static_assert(sizeof(xk_softmax_held_kernel_args) == sizeof(xk_softmax_kernel_args),
+               "softmax_kernel and softmax_held_kernel share their arguments");
 
 xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_tensor *out, int kind, void *stream) {
   static const char op[] = "softmax";
@@ -46,19 +50,16 @@ xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_ten
                    op, (long long)n, (long long)MAX_ROW);
   XO_TRY(xo_require_key(&xk_softmax_kernel, XK_SOFTMAX_KERNEL_KEY_T, x->dtype, "softmax: dtype"));
   if (rows == 0) return XOPSAOT_SUCCESS;
-  if (kind != XOPSAOT_LOGSUMEXP && n > REGISTER_ROW) { /* logsumexp reads its row once anyway */
-    int sm_count = 0;
-    XO_TRY(xo_device_sm_count(x->device, &sm_count));
-    xk_softmax_held_kernel_args held = {.X = x->data, .Y = out->data, .stride_x = stride_x, .stride_y = stride_y,
-                                        .n_cols = (int32_t)n, .mode = kind, .n_rows = rows};
-    xk_softmax_held_kernel_keys held_keys = {x->dtype};
-    if (rows >= (int64_t)HELD_ROWS_PER_SM * sm_count &&
-        xo_can_launch(&xk_softmax_held_kernel, &held_keys.T, &held, x->device))
-      return xo_launch(&xk_softmax_held_kernel, &held_keys.T, &held, x->device, stream);
-  }
   xk_softmax_kernel_args args = {.X = x->data, .Y = out->data, .stride_x = stride_x, .stride_y = stride_y,
                                  .n_cols = (int32_t)n, .mode = kind, .n_rows = rows};
   xk_softmax_kernel_keys keys = {x->dtype, kind == XOPSAOT_LOGSUMEXP};
+  if (kind != XOPSAOT_LOGSUMEXP && n > REGISTER_ROW) { /* logsumexp reads its row once anyway */
+    int sm_count = 0;
+    XO_TRY(xo_device_sm_count(x->device, &sm_count));
+    if (rows >= (int64_t)HELD_ROWS_PER_SM * sm_count &&
+        xo_can_launch(&xk_softmax_held_kernel, &keys.T, &args, x->device))
+      return xo_launch(&xk_softmax_held_kernel, &keys.T, &args, x->device, stream);
+  }
   return xo_launch(&xk_softmax_kernel, &keys.T, &args, x->device, stream);
 }
 
