@@ -1087,6 +1087,16 @@ def test_scan_launches(fake_driver):
     assert decode(one["params"], "scan_kernel")[10] == 1008  # the line of 1000 rounded up to 16
 
 
+def row_choice(launch) -> tuple:
+    """A row kernel's launch as (path, rows, threads, ...): a held kernel's HELD, PER_SM and TAIL (0 without one),
+    or the registers' or the loop's BLOCK_N."""
+    constexprs = launch["variant"]["constexprs"]
+    rows, threads = launch["grid"][0], launch["block"][0]
+    if launch["kernel"].endswith("_held_kernel"):
+        return "held", rows, threads, constexprs["HELD"], constexprs["PER_SM"], constexprs.get("TAIL", 0)
+    return "loop" if constexprs["LOOP"] else "registers", rows, threads, constexprs["BLOCK_N"]
+
+
 def test_row_reduction_launches(fake_driver):
     """logsumexp takes the LSE variants with an output stride of 0, so the variants hinted for aligned rows apply
     (a stride of 1 sent every row to the unhinted looping one); group_norm's channel arithmetic is 32-bit, and few
@@ -1137,26 +1147,19 @@ def test_row_reduction_launches(fake_driver):
     # 112 KB 16, 224 KB 32, and 224 KB with 8192 float32 elements in registers, or 16384 16-bit ones from 8 rows per
     # multiprocessor (1056). Other rows, and those that miss the hints (40008 is not a whole number of 16-element
     # vectors), loop; logsumexp keeps its configs.
-    def chosen(launch):
-        constexprs = launch["variant"]["constexprs"]
-        rows, threads = launch["grid"][0], launch["block"][0]
-        if launch["kernel"] == "softmax_held_kernel":
-            return "held", rows, threads, constexprs["HELD"], constexprs.get("TAIL", 0)
-        return "loop" if constexprs["LOOP"] else "registers", rows, threads, constexprs["BLOCK_N"]
-
-    assert [chosen(v) for v in long_rows] == [
+    assert [row_choice(v) for v in long_rows] == [
         ("registers", 2, 1024, 32768),
         ("loop", 2, 512, 8192),
         ("loop", 2, 512, 8192),
         ("loop", 2, 1024, 16384),
-        ("held", 528, 256, 16384, 0),
-        ("held", 528, 512, 57344, 0),
+        ("held", 528, 256, 16384, 6, 0),
+        ("held", 528, 512, 57344, 2, 0),
         ("loop", 527, 512, 8192),
-        ("held", 600, 1024, 114688, 0),
-        ("held", 1056, 1024, 114688, 16384),
+        ("held", 600, 1024, 114688, 1, 0),
+        ("held", 1056, 1024, 114688, 1, 16384),
         ("loop", 1055, 1024, 16384),
-        ("held", 528, 512, 16384, 0),
-        ("held", 528, 1024, 57344, 8192),
+        ("held", 528, 512, 16384, 3, 0),
+        ("held", 528, 1024, 57344, 1, 8192),
         ("loop", 528, 256, 4096),
     ]
     assert decode(long_rows[7]["params"], "softmax_held_kernel")[2:6] == [57360, 57360, 57360, 1]
@@ -1222,21 +1225,15 @@ def test_held_row_norm_launches(fake_driver):
     """,
     )
 
-    def chosen(launch):
-        constexprs = launch["variant"]["constexprs"]
-        if launch["kernel"] == "row_norm_held_kernel":
-            return "held", launch["grid"][0], launch["block"][0], constexprs["HELD"], constexprs["PER_SM"]
-        return "loop", launch["grid"][0], launch["block"][0], constexprs["BLOCK_N"]
-
-    assert [chosen(v) for v in r["launches"]] == [
-        ("held", 528, 512, 57344, 2),
+    assert [row_choice(v) for v in r["launches"]] == [
+        ("held", 528, 512, 57344, 2, 0),
         ("loop", 527, 512, 8192),
-        ("held", 600, 1024, 114688, 1),
+        ("held", 600, 1024, 114688, 1, 0),
         ("loop", 528, 1024, 16384),
-        ("held", 528, 1024, 57344, 1),
-        ("held", 528, 1024, 57344, 1),
+        ("held", 528, 1024, 57344, 1, 0),
+        ("held", 528, 1024, 57344, 1, 0),
         ("loop", 528, 512, 8192),
-        ("held", 528, 1024, 57344, 1),
+        ("held", 528, 1024, 57344, 1, 0),
         ("loop", 528, 512, 8192),
         ("loop", 528, 256, 4096),
     ]
