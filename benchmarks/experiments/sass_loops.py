@@ -11,14 +11,13 @@ commit's kernels, run a copy of the script (and variant_registers.py) inside tha
 
 from __future__ import annotations
 
-import argparse
 import collections
 import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from variant_registers import ROOT, compiled, cuobjdump  # noqa: E402
+from variant_registers import compiled_from_command_line, cuobjdump  # noqa: E402
 
 INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
@@ -38,12 +37,7 @@ def loops(sass: str) -> list[tuple[int, int, collections.Counter]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("kernel")
-    parser.add_argument("label_regex")
-    parser.add_argument("--source", type=Path, default=ROOT / "kernels_src")
-    args = parser.parse_args()
-    for label, binary in compiled(args.kernel, args.label_regex, args.source):
+    for label, binary in compiled_from_command_line():
         sass = cuobjdump(binary, "-sass")
         print(label, flush=True)
         for start, end, opcodes in loops(sass):

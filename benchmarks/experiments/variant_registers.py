@@ -44,13 +44,18 @@ def cuobjdump(binary: bytes, flag: str) -> str:
         return subprocess.run([str(tool), flag, str(cubin)], capture_output=True, text=True).stdout
 
 
-def main() -> None:
+def compiled_from_command_line():
+    """compiled() of the command line's KERNEL LABEL_REGEX [--source DIR] (this script's and sass_loops.py's)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("kernel")
     parser.add_argument("label_regex")
     parser.add_argument("--source", type=Path, default=ROOT / "kernels_src")
     args = parser.parse_args()
-    for label, binary in compiled(args.kernel, args.label_regex, args.source):
+    return compiled(args.kernel, args.label_regex, args.source)
+
+
+def main() -> None:
+    for label, binary in compiled_from_command_line():
         usage = cuobjdump(binary, "-res-usage")
         regs, stack = re.search(r"REG:(\d+)", usage).group(1), re.search(r"STACK:(\d+)", usage).group(1)
         print(f"{label} registers {regs} spill bytes {stack}", flush=True)
