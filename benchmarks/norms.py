@@ -163,7 +163,7 @@ def main() -> None:
     results = {"environment": environment(), "copy_tbps": copy_bandwidth()}
     compiled: dict = {}
     # 4096 x 32000: a row past the shared blocks (8192), held whole by the row norms' own block of 32768; 4096 x 50304
-    # and 2048 x 65536 past it (on Hopper held in shared memory: every op at 50304, the unfused ones at 65536)
+    # and 2048 x 65536 past it (on Hopper held in shared memory, with the fused ops' second input streamed beside x)
     shapes = (
         [(4096, 4096)] if args.quick else [(4096, 4096), (16384, 8192), (4096, 32000), (4096, 50304), (2048, 65536)]
     )

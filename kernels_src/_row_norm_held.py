@@ -1,14 +1,22 @@
 """rms_norm, layer_norm and norm_gate on Hopper for rows past row_norm_kernel's registers that fit a multiprocessor's
-shared memory, written in Gluon (softmax_held_kernel's plan, _softmax_held.py): a program per row copies x, and the
-residual or the gate when there is one, whole into shared memory with cp.async, takes the sums from there as each
-step lands, and writes the output from there. x is read from memory once, where row_norm_kernel's looping rows read
-it twice (the second time from L2 when it is still there).
+shared memory, written in Gluon (softmax_held_kernel's plan, _softmax_held.py): a program per row copies x whole into
+shared memory with cp.async, takes the sums from there as each step lands, and writes the output from there. x is
+read from memory once, where row_norm_kernel's looping rows read it twice (the second time from L2 when it is still
+there).
 
-Semantics are row_norm_kernel's (norm.py): the values normalized are x, x + residual (written to H as each step
-lands) or x * act(gate) when the gate comes first; a layer norm centres on the row's mean; then (offset + w) and b,
+A second input (the residual, or the gate) streams through a ring of RING steps beside x's copies, as many steps
+ahead: x + residual (written to H) or x * act(gate) replaces x's step in shared memory as it lands, so only one row is
+held and a row of two 16-bit inputs may reach 160 KB. The values normalized are then those of x's dtype, as H holds
+them (row_norm_kernel normalizes the float32 sum; the two differ by the dtype's rounding). A gate that comes after
+the norm is needed only by the output's pass: its first RING steps are copied after x's whole row, and the rest
+stream through the ring as the output is written; or, where a config makes the ring as long as the row, both rows
+are copied whole, step by step together.
+
+Semantics are otherwise row_norm_kernel's (norm.py): a layer norm centres on the row's mean; then (offset + w) and b,
 and act(gate) when it comes after. The C side sends only rows whose length and strides are multiples of the 16-byte
 vector."""
 
+from triton import constexpr_function
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
@@ -21,80 +29,150 @@ from kernels_src._rows import norm_rows
 
 @gluon.jit
 def _gated(x, g, gate_silu):
-    """The gate's activation times x: silu(g) = g * sigmoid(g), or sigmoid(g). The exponential is exp2_ftz: with one
-    program per multiprocessor its arithmetic is not hidden behind another program's loads."""
-    sig = 1.0 / (1.0 + exp2_ftz(-g * LOG2E))
+    """The gate's activation times x: silu(g) = g * sigmoid(g), or sigmoid(g). The exponential is exp2_ftz and the
+    division an approximate one: with one program per multiprocessor this arithmetic is not hidden behind another
+    program's loads."""
+    sig = gl.fdiv(1.0, 1.0 + exp2_ftz(-g * LOG2E), ieee_rounding=False)
     return x * gl.where(gate_silu != 0, g * sig, sig)
 
 
+@constexpr_function
+def _pending(step, steps, ring):
+    """The copy groups that may stay in flight once step's has landed: the later ones of a row copied whole (ring
+    0), or of the ring's, whose next group is committed only after the step."""
+    step, steps, ring = (gl._unwrap_if_constexpr(a) for a in (step, steps, ring))
+    return ring - 1 if ring and step + ring < steps else steps - 1 - step
+
+
 @gluon.jit
-def _normalized(x_held, o_held, i, layout, gate_silu, gate_pre, HAS_RESIDUAL: gl.constexpr, HAS_GATE: gl.constexpr):
-    """Step i's values to normalize, in float32: x, x + residual, or x * act(gate) with the gate first."""
-    v = x_held.index(i).load(layout).to(gl.float32)
-    if HAS_RESIDUAL:
-        v += o_held.index(i).load(layout).to(gl.float32)
-    if HAS_GATE:
-        if gate_pre != 0:
-            v = _gated(v, o_held.index(i).load(layout).to(gl.float32), gate_silu)
-    return v
+def _copy_step(held, slot: gl.constexpr, step: gl.constexpr, Row, cols, n_cols):
+    """Start the copy of the row's step into held's slot (no copy group of its own)."""
+    CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
+    if step * CHUNK < n_cols:
+        async_copy.async_load(held.index(slot), Row + step * CHUNK + cols, mask=step * CHUNK + cols < n_cols)
+
+
+@gluon.jit
+def _accumulate(v, c, valid, first: gl.constexpr, layer, shift, sums, squares, counts):
+    """Add a step's values v (float32, at columns c) to each thread's shifted sums: the shift, for a layer norm, is
+    the thread's first element, taken on the first step."""
+    VEC: gl.constexpr = v.type.shape[1]
+    if first:
+        shift = gl.where(layer != 0, gl.sum(gl.where((c % VEC == 0) & valid, v, 0.0), axis=1), 0.0)
+    d = gl.where(valid, v - shift[:, None], 0.0)
+    counts += gl.sum(valid.to(gl.float32), axis=1)
+    return shift, sums + gl.sum(d, axis=1), squares + gl.sum(d * d, axis=1), counts
+
+
+@gluon.jit
+def _zero_sums(x_held):
+    """Each thread's shift, sums, sums of squares and counts, zero."""
+    layout: gl.constexpr = step_layout(x_held.dtype, gl.num_warps())
+    zero = gl.zeros([x_held.type.shape[1]], gl.float32, gl.SliceLayout(1, layout))
+    return zero, zero, zero, zero
+
+
+@gluon.jit
+def _sums_of_row(x_held, cols, n_cols, layer, LATER: gl.constexpr):
+    """The sums of the row copied whole into x_held (copy_steps), each step as it lands; LATER copy groups were
+    committed after the row's."""
+    layout: gl.constexpr = step_layout(x_held.dtype, gl.num_warps())
+    STEPS: gl.constexpr = x_held.type.shape[0]
+    CHUNK: gl.constexpr = x_held.type.shape[1] * x_held.type.shape[2]
+    shift, sums, squares, counts = _zero_sums(x_held)
+    for i in gl.static_range(STEPS):
+        async_copy.wait_group(_pending(i, STEPS, 0) + LATER)
+        if i * CHUNK < n_cols:
+            c = i * CHUNK + cols
+            v = x_held.index(i).load(layout).to(gl.float32)
+            shift, sums, squares, counts = _accumulate(v, c, c < n_cols, i == 0, layer, shift, sums, squares, counts)
+    return shift, sums, squares, counts
+
+
+@gluon.jit
+def _sums_of_pairs(x_held, ring, X, Second, H, cols, n_cols, layer, gate_silu, HAS_RESIDUAL: gl.constexpr):
+    """The sums of x + residual (written to H too) or x * act(gate), x's steps and the second input's copied side by
+    side, RING steps ahead; each step's values replace x's in x_held, in x's dtype."""
+    layout: gl.constexpr = step_layout(x_held.dtype, gl.num_warps())
+    STEPS: gl.constexpr = x_held.type.shape[0]
+    CHUNK: gl.constexpr = x_held.type.shape[1] * x_held.type.shape[2]
+    RING: gl.constexpr = ring.type.shape[0]
+    for j in gl.static_range(RING):
+        _copy_step(x_held, j, j, X, cols, n_cols)
+        _copy_step(ring, j, j, Second, cols, n_cols)
+        async_copy.commit_group()
+    shift, sums, squares, counts = _zero_sums(x_held)
+    for i in gl.static_range(STEPS):
+        async_copy.wait_group(_pending(i, STEPS, RING))
+        if i * CHUNK < n_cols:
+            c = i * CHUNK + cols
+            valid = c < n_cols
+            v = x_held.index(i).load(layout).to(gl.float32)
+            s = ring.index(i % RING).load(layout).to(gl.float32)
+            if HAS_RESIDUAL:
+                v += s
+                gl.store(H + c, v.to(x_held.dtype), mask=valid)
+            else:
+                v = _gated(v, s, gate_silu)
+            v = v.to(x_held.dtype)
+            x_held.index(i).store(v)
+            shift, sums, squares, counts = _accumulate(
+                v.to(gl.float32), c, valid, i == 0, layer, shift, sums, squares, counts
+            )
+        if i + RING < STEPS:
+            _copy_step(x_held, i + RING, i + RING, X, cols, n_cols)
+            _copy_step(ring, i % RING, i + RING, Second, cols, n_cols)
+            async_copy.commit_group()
+    return shift, sums, squares, counts
 
 
 @gluon.jit
 def row_norm_held_kernel(
     X, W, B, R, G, Y, H, stride_x, stride_r, stride_g, stride_y, stride_h, n_cols, eps, w_offset, layer, has_weight,
     has_bias, gate_silu, gate_pre, HAS_RESIDUAL: gl.constexpr, HAS_GATE: gl.constexpr, HELD: gl.constexpr,
-    PER_SM: gl.constexpr, PDL: gl.constexpr = False,
+    RING: gl.constexpr, PER_SM: gl.constexpr, PDL: gl.constexpr = False,
 ):  # fmt: skip
-    """PER_SM: the programs of HELD elements per input a multiprocessor's shared memory holds, which the static
-    assertion below checks (the config's occupancy, named in its label)."""
+    """HELD: x's elements held; RING: the second input's steps in flight (0 without one); PER_SM: the programs a
+    multiprocessor's shared memory holds, which the static assertion below checks (the config's occupancy, named in
+    its label)."""
     dtype: gl.constexpr = X.dtype.element_ty
-    TWO: gl.constexpr = HAS_RESIDUAL or HAS_GATE
-    INPUTS: gl.constexpr = 2 if TWO else 1
-    gl.static_assert(PER_SM * INPUTS * HELD * dtype.primitive_bitwidth // 8 <= 224 * 1024, "shared memory")
+    gl.static_assert((RING > 0) == (HAS_RESIDUAL or HAS_GATE), "a ring for the second input, and only then")
     layout: gl.constexpr = step_layout(dtype, gl.num_warps())
-    per_thread: gl.constexpr = gl.SliceLayout(1, layout)
     x_held = allocate_row(dtype, HELD, layout)
-    if TWO:
-        o_held = allocate_row(dtype, HELD, layout)
-    else:
-        o_held = x_held
     STEPS: gl.constexpr = x_held.type.shape[0]
-    VECTORS: gl.constexpr = x_held.type.shape[1]
-    VEC: gl.constexpr = x_held.type.shape[2]
-    CHUNK: gl.constexpr = VEC * VECTORS
+    CHUNK: gl.constexpr = x_held.type.shape[1] * x_held.type.shape[2]
+    gl.static_assert(PER_SM * (HELD + RING * CHUNK) * dtype.primitive_bitwidth // 8 <= 224 * 1024, "shared memory")
+    gl.static_assert(RING <= STEPS, "a ring no longer than the row")
     cols = step_columns(layout)
     X, R, G, Y, H = norm_rows(X, R, G, Y, H, stride_x, stride_r, stride_g, stride_y, stride_h, HAS_RESIDUAL, HAS_GATE)
+    if RING > 0:
+        ring = allocate_row(dtype, RING * CHUNK, layout)
     if PDL:
         gdc_wait()
+
+    # Each thread sums its own elements' differences from a shift and their squares as each step lands (a second
+    # pass over shared memory for the variance would leave the multiprocessor's memory idle meanwhile, with one program
+    # on it); the threads' means and spreads then merge by Chan's formula.
     if HAS_RESIDUAL:
-        copy_steps(x_held, X, cols, n_cols, o_held, R)
+        shift, sums, squares, counts = _sums_of_pairs(x_held, ring, X, R, H, cols, n_cols, layer, gate_silu, True)
     elif HAS_GATE:
-        copy_steps(x_held, X, cols, n_cols, o_held, G)
+        if gate_pre != 0:
+            shift, sums, squares, counts = _sums_of_pairs(x_held, ring, X, G, H, cols, n_cols, layer, gate_silu, False)
+        else:
+            if RING == STEPS:  # the gate held whole: its steps copied with x's
+                copy_steps(x_held, X, cols, n_cols, ring, G)
+                shift, sums, squares, counts = _sums_of_row(x_held, cols, n_cols, layer, 0)
+            else:
+                # x copied whole, then the gate's first steps for the output's pass, which land as the row's last
+                # steps do (another program's loads cannot fill that gap, with one program to a multiprocessor)
+                copy_steps(x_held, X, cols, n_cols)
+                for j in gl.static_range(RING):
+                    _copy_step(ring, j, j, G, cols, n_cols)
+                    async_copy.commit_group()
+                shift, sums, squares, counts = _sums_of_row(x_held, cols, n_cols, layer, RING)
     else:
         copy_steps(x_held, X, cols, n_cols)
-
-    # Each thread sums its own elements' differences from a shift and their squares as each step lands: for a layer
-    # norm the shift is its first element (so the sums stay small for rows far from zero mean), and the threads'
-    # means and spreads then merge by Chan's formula; a second pass over shared memory for the variance would leave
-    # the multiprocessor's memory idle meanwhile, with one program on it.
-    shift = gl.zeros([VECTORS], gl.float32, per_thread)
-    sums = gl.zeros([VECTORS], gl.float32, per_thread)
-    squares = gl.zeros([VECTORS], gl.float32, per_thread)
-    counts = gl.zeros([VECTORS], gl.float32, per_thread)
-    for i in gl.static_range(STEPS):
-        async_copy.wait_group(STEPS - 1 - i)
-        if i * CHUNK < n_cols:
-            c = i * CHUNK + cols
-            valid = c < n_cols
-            v = _normalized(x_held, o_held, i, layout, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE)
-            if HAS_RESIDUAL:
-                gl.store(H + c, v.to(dtype), mask=valid)
-            if i == 0:
-                shift = gl.where(layer != 0, gl.sum(gl.where((c % VEC == 0) & valid, v, 0.0), axis=1), 0.0)
-            d = gl.where(valid, v - shift[:, None], 0.0)
-            sums += gl.sum(d, axis=1)
-            squares += gl.sum(d * d, axis=1)
-            counts += gl.sum(valid.to(gl.float32), axis=1)
+        shift, sums, squares, counts = _sums_of_row(x_held, cols, n_cols, layer, 0)
     seen = gl.maximum(counts, 1.0)
     means = shift + sums / seen
     mean = gl.sum(means * counts, axis=0) / n_cols
@@ -103,16 +181,25 @@ def row_norm_held_kernel(
     mean = gl.where(layer != 0, mean, 0.0)
     variance = gl.where(layer != 0, spread_sum, gl.sum(squares, axis=0)) / n_cols
     rstd = gl.rsqrt(gl.maximum(variance, 0.0) + eps)
-    # the weight's and bias's loads are masked rather than under branches, so that the compiler issues them ahead
+
+    # the weight's and bias's loads are masked rather than under branches, so that the compiler issues them ahead; a
+    # gate after the norm streams through the ring, RING steps ahead
     for i in gl.static_range(STEPS):
+        if HAS_GATE and RING < STEPS:  # a gate held whole has landed (waiting anyway: 2.83 -> 2.53 TB/s, 4096 x 50304)
+            async_copy.wait_group(_pending(i, STEPS, RING))
         if i * CHUNK < n_cols:
             c = i * CHUNK + cols
             mask = c < n_cols
             w = gl.load(W + c, mask=mask & (has_weight != 0), other=0.0).to(gl.float32)
             b = gl.load(B + c, mask=mask & (has_bias != 0), other=0.0).to(gl.float32)
-            y = (_normalized(x_held, o_held, i, layout, gate_silu, gate_pre, HAS_RESIDUAL, HAS_GATE) - mean) * rstd
+            y = (x_held.index(i).load(layout).to(gl.float32) - mean) * rstd
             y = y * gl.where(has_weight != 0, w_offset + w, 1.0) + b
             if HAS_GATE:
                 if gate_pre == 0:
-                    y = _gated(y, o_held.index(i).load(layout).to(gl.float32), gate_silu)
+                    y = _gated(y, ring.index(i % RING).load(layout).to(gl.float32), gate_silu)
             gl.store(Y + c, y.to(dtype), mask=mask)
+        if HAS_GATE:
+            if gate_pre == 0:
+                if i + RING < STEPS:
+                    _copy_step(ring, i % RING, i + RING, G, cols, n_cols)
+                    async_copy.commit_group()

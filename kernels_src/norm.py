@@ -432,20 +432,33 @@ ROW_NORM_LAUNCH = dict(
 )
 
 REGISTER_ROW = 32768  # rows up to this long stay in row_norm_kernel's registers (csrc/ops/norm.c)
+HELD_RING = 4  # the second input's steps in flight in row_norm_held_kernel
 
 
 def row_held_configs(target: Target | None, keys) -> list[Config]:
-    """row_norm_held_kernel: rows past REGISTER_ROW, of up to 112 KB two programs to a multiprocessor and 224 KB one;
-    with a residual or a gate (two inputs held) up to 112 KB each, one program. A step is one 16-byte vector per
-    thread. Keys with no row past REGISTER_ROW to hold compile nothing (float32 with a second input)."""
+    """row_norm_held_kernel: rows past REGISTER_ROW, of up to 112 KB two programs to a multiprocessor and 224 KB one,
+    the first config whose predicate holds taken. A step is one 16-byte vector per thread. A second input (residual
+    or gate) streams through a ring of HELD_RING steps, whose room comes off the row's; a gate after the norm, on one
+    program per multiprocessor, is instead held whole beside x (a ring as long as the row), which read 2.83 TB/s on
+    4096 x 50304 where its ring read 2.40 (wheel_ab.py held_pairs, h100-2026-11-26-experiments.md). Keys with no row
+    past REGISTER_ROW to hold compile nothing."""
     size = {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
-    inputs = 2 if keys["HAS_RESIDUAL"] or keys["HAS_GATE"] else 1
+    if keys["HAS_RESIDUAL"] and keys["HAS_GATE"]:
+        return []
+    plans = [(112, 2, 16, 0, ""), (224, 1, 32, 0, "")]  # kb, programs per SM, warps, ring steps, predicate
+    if keys["HAS_RESIDUAL"]:
+        plans = [(112, 2, 16, HELD_RING, ""), (224, 1, 32, HELD_RING, "")]
+    elif keys["HAS_GATE"]:
+        plans = [(112, 2, 16, HELD_RING, ""), (224, 1, 32, HELD_RING, "gate_pre != 0 && ")]
+        plans += [(224, 1, 32, -1, "gate_pre == 0 && ")]  # ring -1: as long as the row
     configs = []
-    for kb, per_sm, warps in ((112, 2, 16), (224, 1, 32)):
-        held = kb * 1024 // size // inputs
-        if held > REGISTER_ROW and not (keys["HAS_RESIDUAL"] and keys["HAS_GATE"]):
-            configs.append(Config({"HELD": held, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
-                                  when=f"n_cols <= {held}"))  # fmt: skip
+    for kb, per_sm, warps, ring, predicate in plans:
+        step = warps * 32 * 16 // size
+        held = kb * 1024 // size // 2 if ring < 0 else kb * 1024 // size - ring * step
+        ring = held // step if ring < 0 else ring
+        if held > REGISTER_ROW:
+            configs.append(Config({"HELD": held, "RING": ring, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
+                                  when=f"{predicate}n_cols <= {held}"))  # fmt: skip
     return configs
 
 

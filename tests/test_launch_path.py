@@ -1197,16 +1197,17 @@ def test_row_reduction_launches(fake_driver):
 
 def test_held_row_norm_launches(fake_driver):
     """On Hopper, rows past 32768 elements with at least 4 rows per multiprocessor (528 of the fake's 132) take
-    row_norm_held_kernel where the row fits its configs (112 KB two programs per multiprocessor, 224 KB one; 112 KB of
-    each input with a residual or a gate), with row_norm_kernel's arguments; other rows take row_norm_kernel."""
+    row_norm_held_kernel where the row fits its configs (112 KB two programs per multiprocessor, 224 KB one; with a
+    residual or a gate less a ring of four steps, or with a gate after the norm 112 KB of each input), with
+    row_norm_kernel's arguments; other rows take row_norm_kernel."""
     r = scenario(
         fake_driver,
         f"""
-        def norm(shape, dtype, norm=0, residual=False, gate=False, n=None):
+        def norm(shape, dtype, norm=0, residual=False, gate=False, pre=1):
             n = shape[-1]
             x, out, w = tensor(shape, dtype, {A}), tensor(shape, dtype, {B}), tensor((n,), dtype, {C})
             other = tensor(shape, dtype, {D})
-            options = _library.NormOptions(norm, 1e-5, 0.0, 0, 1)
+            options = _library.NormOptions(norm, 1e-5, 0.0, 0, pre)
             _library.call("xopsaot_norm", (x, w, None, other if residual else None, other if gate else None, out,
                                            tensor(shape, dtype, {E}) if residual else None), ctypes.byref(options), 0)
 
@@ -1221,6 +1222,8 @@ def test_held_row_norm_launches(fake_driver):
         norm((528, 40000), "float32")
         norm((528, 40000), "float32", residual=True)
         norm((528, 40008), "bfloat16")
+        norm((528, 50000), "bfloat16", gate=True, pre=0)
+        norm((528, 57352), "bfloat16", gate=True, pre=0)
         emit(launches=launches())
     """,
     )
@@ -1230,13 +1233,18 @@ def test_held_row_norm_launches(fake_driver):
         ("loop", 527, 512, 8192),
         ("held", 600, 1024, 114688, 1, 0),
         ("loop", 528, 1024, 16384),
+        ("held", 528, 512, 40960, 2, 0),
+        ("held", 528, 1024, 81920, 1, 0),
+        ("held", 528, 1024, 81920, 1, 0),
         ("held", 528, 1024, 57344, 1, 0),
+        ("held", 528, 1024, 40960, 1, 0),
+        ("loop", 528, 256, 4096),
         ("held", 528, 1024, 57344, 1, 0),
-        ("loop", 528, 512, 8192),
-        ("held", 528, 1024, 57344, 1, 0),
-        ("loop", 528, 512, 8192),
         ("loop", 528, 256, 4096),
     ]
+    # the second input's ring: four steps, or with a gate after the norm the whole row's seven
+    rings = [v["variant"]["constexprs"].get("RING") for v in r["launches"]]
+    assert rings == [0, None, 0, None, 4, 4, 4, 0, 4, None, 7, None]
     residual, gate = r["launches"][4], r["launches"][5]
     assert residual["variant"]["keys"] == {"HAS_RESIDUAL": True, "HAS_GATE": False}
     assert gate["variant"]["keys"] == {"HAS_RESIDUAL": False, "HAS_GATE": True}

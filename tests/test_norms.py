@@ -192,24 +192,35 @@ def test_group_norm_long_groups(poison, rng):
 
 
 # Hopper's row_norm_held_kernel: rows past 32768 elements, four or more per multiprocessor, up to 112 KB two programs
-# to a multiprocessor and 224 KB one, or 112 KB of each input with a residual or a gate; each capacity, one vector
-# past it (the looping kernel then), float32 with a second input (always the loop). op, dtype, length, arguments.
+# to a multiprocessor and 224 KB one; with a residual or a gate, less the second input's ring of four steps (16-bit:
+# 40960 and 81920 elements, float32 40960 at one program), except a gate after the norm at one program, held whole
+# beside x (16-bit: 57344); each capacity, one vector past it (the looping kernel then). op, dtype, length, arguments.
 HELD_NORM_CASES = [
     ("rms_norm", "bfloat16", 32784, {"weight": True, "offset": 1.0}),
     ("layer_norm", "float16", 57344, {"weight": True, "bias": True}),
     ("layer_norm", "bfloat16", 57360, {}),
     ("rms_norm", "float16", 114688, {}),
     ("rms_norm", "bfloat16", 114704, {"weight": True}),
-    ("layer_norm", "bfloat16", 32784, {"weight": True, "bias": True, "residual": True}),
-    ("rms_norm", "float16", 57344, {"weight": True, "residual": True}),
-    ("rms_norm", "bfloat16", 57360, {"residual": True}),
     ("layer_norm", "float32", 32784, {"weight": True, "bias": True}),
     ("rms_norm", "float32", 57344, {"weight": True}),
     ("rms_norm", "float32", 57360, {}),
-    ("rms_norm", "float32", 40000, {"residual": True}),
-    ("norm_gate", "bfloat16", 40000, {"norm": "rms", "gate_act": "silu", "gate_pos": "pre"}),
-    ("norm_gate", "float16", 57344, {"norm": "layer", "gate_act": "sigmoid", "gate_pos": "post"}),
-    ("norm_gate", "bfloat16", 57360, {"norm": "layer", "gate_act": "silu", "gate_pos": "pre"}),
+    ("layer_norm", "bfloat16", 32784, {"weight": True, "bias": True, "residual": True}),
+    ("rms_norm", "float16", 40960, {"weight": True, "residual": True}),
+    ("rms_norm", "bfloat16", 40976, {"residual": True}),
+    ("layer_norm", "float16", 81920, {"weight": True, "bias": True, "residual": True}),
+    ("rms_norm", "bfloat16", 81936, {"weight": True, "residual": True}),
+    ("rms_norm", "float32", 40960, {"weight": True, "residual": True}),
+    ("layer_norm", "float32", 40964, {"residual": True}),
+    ("norm_gate", "float16", 40000, {"norm": "rms", "gate_act": "silu", "gate_pos": "pre"}),
+    ("norm_gate", "bfloat16", 40960, {"norm": "layer", "gate_act": "sigmoid", "gate_pos": "post"}),
+    ("norm_gate", "bfloat16", 65536, {"norm": "rms", "gate_act": "silu", "gate_pos": "pre"}),
+    ("norm_gate", "float16", 81920, {"norm": "layer", "gate_act": "sigmoid", "gate_pos": "pre"}),
+    ("norm_gate", "bfloat16", 81936, {"norm": "layer", "gate_act": "silu", "gate_pos": "pre"}),
+    ("norm_gate", "float16", 50000, {"norm": "rms", "gate_act": "silu", "gate_pos": "post"}),
+    ("norm_gate", "bfloat16", 57344, {"norm": "rms", "gate_act": "sigmoid", "gate_pos": "post"}),
+    ("norm_gate", "bfloat16", 57352, {"norm": "layer", "gate_act": "silu", "gate_pos": "post"}),
+    ("norm_gate", "float32", 40960, {"norm": "rms", "gate_act": "silu", "gate_pos": "post"}),
+    ("norm_gate", "float32", 36000, {"norm": "layer", "gate_act": "silu", "gate_pos": "pre"}),
 ]
 
 

@@ -7,8 +7,8 @@ gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), li
 logsumexp on rows of 50k-128k), rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on
 rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first
 and last dims), strided (x.T + y, and x * y with x's heads permuted), group_norm_held (unsplit groups of 32768, x the
-same or rotated past L2), held_softmax (softmax and log_softmax around softmax_held_kernel's rows); all of them when
-none is named.
+same or rotated past L2), held_softmax (softmax and log_softmax around softmax_held_kernel's rows), held_pairs (the
+norms with a residual or a gate on rows past 32768 elements); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -173,28 +173,48 @@ def rotary(label: str) -> None:
                      nbytes / bench_queued(eager) / 1e9)  # fmt: skip
 
 
-def held_rows(label: str) -> None:
-    """The row norms of benchmarks/norms.py on rows of 4096-32000 elements, which are held whole in registers."""
+def norm_cases(label: str, dtype, shape, keep=lambda passes: True) -> None:
+    """benchmarks/norms.py's row norms (those whose passes over x's bytes `keep` accepts) and norm_gate with the gate
+    after the norm, on one dtype and shape."""
     from norms import cases
 
+    x, r, g = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+    w, b = (torch.randn(shape[1], device="cuda", dtype=dtype) for _ in range(2))
+    ops = {name: case for name, case in cases(x, r, g, w, b).items() if keep(case[3])}
+    ops["norm_gate (rms, silu, post)"] = (
+        lambda: xopsaot.norm_gate(x, g, w, gate_pos="post"),
+        lambda x, g, w: F.rms_norm(x, shape[1:], w, 1e-6) * F.silu(g),
+        (x, g, w),
+        3,
+        True,
+    )
+    for name, (ours, fn, args, passes, _) in ops.items():
+        moved = passes * x.numel() * x.element_size()
+        line(label, f"{name} {str(dtype)[6:]}", shape, "tbps", moved / bench_queued(ours) / 1e9,
+             moved / bench_queued(lambda: fn(*args)) / 1e9)  # fmt: skip
+
+
+def held_rows(label: str) -> None:
+    """The row norms of benchmarks/norms.py on rows of 4096-32000 elements, which are held whole in registers."""
     for dtype in (torch.bfloat16, torch.float32):
         for shape in ((4096, 4096), (4096, 8192), (4096, 16384), (4096, 32000)):
             if dtype == torch.float32 and shape[1] < 16384:
                 continue
-            x, r, g = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
-            w, b = (torch.randn(shape[1], device="cuda", dtype=dtype) for _ in range(2))
-            ops = cases(x, r, g, w, b)
-            ops["norm_gate (rms, silu, post)"] = (
-                lambda: xopsaot.norm_gate(x, g, w, gate_pos="post"),
-                lambda x, g, w: F.rms_norm(x, shape[1:], w, 1e-6) * F.silu(g),
-                (x, g, w),
-                3,
-                True,
-            )
-            for name, (ours, fn, args, passes, _) in ops.items():
-                moved = passes * x.numel() * x.element_size()
-                line(label, f"{name} {str(dtype)[6:]}", shape, "tbps", moved / bench_queued(ours) / 1e9,
-                     moved / bench_queued(lambda: fn(*args)) / 1e9)  # fmt: skip
+            norm_cases(label, dtype, shape)
+
+
+def held_pairs(label: str) -> None:
+    """The row norms with a second input (residual, or a gate before or after the norm) on rows past 32768 elements:
+    bf16 at 4 rows per multiprocessor and more, and float32."""
+    for dtype, shape in (
+        (torch.bfloat16, (4096, 50304)),
+        (torch.bfloat16, (2048, 65536)),
+        (torch.bfloat16, (528, 40000)),
+        (torch.bfloat16, (4096, 40000)),
+        (torch.bfloat16, (1024, 81920)),
+        (torch.float32, (2048, 40000)),
+    ):
+        norm_cases(label, dtype, shape, keep=lambda passes: passes > 2)
 
 
 def scans(label: str) -> None:
@@ -249,6 +269,7 @@ GROUPS["held_rows"] = held_rows
 GROUPS["strided"] = strided
 GROUPS["group_norm_held"] = group_norm_held
 GROUPS["held_softmax"] = held_softmax
+GROUPS["held_pairs"] = held_pairs
 
 
 def main() -> None:

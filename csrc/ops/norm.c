@@ -29,10 +29,11 @@ static xopsaot_status check_vector(const xopsaot_tensor *x, const xopsaot_tensor
 
 /* row_norm_kernel holds rows of up to NORM_REGISTER_ROW elements in registers and loops over longer ones, reading x
  * twice (the second time from L2 when the row is still there). On Hopper, row_norm_held_kernel copies rows of up to
- * 224 KB (with a residual or a gate, 112 KB of each; its configs' `when` bound the length) into shared memory and reads
- * them once, from NORM_HELD_ROWS_PER_SM rows per multiprocessor: H100, bf16, 4096 x 50304 rms / layer norm 2.51 /
- * 1.94 -> 2.86 / 2.79 TB/s, with residual 2.14 -> 2.96; at 528 x 40000 (four rows per multiprocessor) layer_norm,
- * the residual and the gate forms gained 9-10%, rms_norm lost 7% (h100-2026-11-26-experiments.md, stop 31). Both
+ * 224 KB (with a residual or a gate streamed beside them, 160 KB; its configs' `when` bound the length) into shared
+ * memory and reads them once, from NORM_HELD_ROWS_PER_SM rows per multiprocessor: H100, bf16, 4096 x 50304 rms /
+ * layer norm 2.51 / 1.94 -> 2.86 / 2.79 TB/s, with residual 2.14 -> 2.96; at 528 x 40000 (four rows per
+ * multiprocessor) layer_norm, the residual and the gate forms gained 9-10%, rms_norm lost 7%
+ * (h100-2026-11-26-experiments.md, stop 31); 2048 x 65536 with residual 2.10 -> 2.87 (stop 32). Both
  * kernels take the same arguments and keys (kernels_src/norm.py's ROW_NORM_LAUNCH), so one struct of each serves
  * both. */
 #define NORM_REGISTER_ROW 32768
