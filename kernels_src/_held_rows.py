@@ -36,14 +36,21 @@ def step_columns(layout: gl.constexpr):
 
 
 @gluon.jit
+def copy_step(held, slot: gl.constexpr, step: gl.constexpr, Row, cols, n_cols):
+    """Start the copy of the row's step (at Row) into held's slot, unless the row ends before it; no copy group of
+    its own."""
+    CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
+    if step * CHUNK < n_cols:
+        async_copy.async_load(held.index(slot), Row + step * CHUNK + cols, mask=step * CHUNK + cols < n_cols)
+
+
+@gluon.jit
 def copy_steps(held, X, cols, n_cols, other=None, Other=None):
     """Start the copies of the row at X into held (steps, vectors, elements), and of the row at Other into other
     when given: one copy group per step, empty past the row's end."""
     STEPS: gl.constexpr = held.type.shape[0]
-    CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
     for i in gl.static_range(STEPS):
-        if i * CHUNK < n_cols:
-            async_copy.async_load(held.index(i), X + i * CHUNK + cols, mask=i * CHUNK + cols < n_cols)
-            if Other is not None:
-                async_copy.async_load(other.index(i), Other + i * CHUNK + cols, mask=i * CHUNK + cols < n_cols)
+        copy_step(held, i, i, X, cols, n_cols)
+        if Other is not None:
+            copy_step(other, i, i, Other, cols, n_cols)
         async_copy.commit_group()

@@ -22,7 +22,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.language.extra.cuda import gdc_wait
 
-from kernels_src._held_rows import allocate_row, copy_steps, step_columns, step_layout
+from kernels_src._held_rows import allocate_row, copy_step, copy_steps, step_columns, step_layout
 from kernels_src._lse import LOG2E, exp2_ftz
 from kernels_src._rows import norm_rows
 
@@ -42,14 +42,6 @@ def _pending(step, steps, ring):
     0), or of the ring's, whose next group is committed only after the step."""
     step, steps, ring = (gl._unwrap_if_constexpr(a) for a in (step, steps, ring))
     return ring - 1 if ring and step + ring < steps else steps - 1 - step
-
-
-@gluon.jit
-def _copy_step(held, slot: gl.constexpr, step: gl.constexpr, Row, cols, n_cols):
-    """Start the copy of the row's step into held's slot (no copy group of its own)."""
-    CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
-    if step * CHUNK < n_cols:
-        async_copy.async_load(held.index(slot), Row + step * CHUNK + cols, mask=step * CHUNK + cols < n_cols)
 
 
 @gluon.jit
@@ -98,8 +90,8 @@ def _sums_of_pairs(x_held, ring, X, Second, H, cols, n_cols, layer, gate_silu, H
     CHUNK: gl.constexpr = x_held.type.shape[1] * x_held.type.shape[2]
     RING: gl.constexpr = ring.type.shape[0]
     for j in gl.static_range(RING):
-        _copy_step(x_held, j, j, X, cols, n_cols)
-        _copy_step(ring, j, j, Second, cols, n_cols)
+        copy_step(x_held, j, j, X, cols, n_cols)
+        copy_step(ring, j, j, Second, cols, n_cols)
         async_copy.commit_group()
     shift, sums, squares, counts = _zero_sums(x_held)
     for i in gl.static_range(STEPS):
@@ -120,8 +112,8 @@ def _sums_of_pairs(x_held, ring, X, Second, H, cols, n_cols, layer, gate_silu, H
                 v.to(gl.float32), c, valid, i == 0, layer, shift, sums, squares, counts
             )
         if i + RING < STEPS:
-            _copy_step(x_held, i + RING, i + RING, X, cols, n_cols)
-            _copy_step(ring, i % RING, i + RING, Second, cols, n_cols)
+            copy_step(x_held, i + RING, i + RING, X, cols, n_cols)
+            copy_step(ring, i % RING, i + RING, Second, cols, n_cols)
             async_copy.commit_group()
     return shift, sums, squares, counts
 
@@ -167,7 +159,7 @@ def row_norm_held_kernel(
                 # steps do (another program's loads cannot fill that gap, with one program to a multiprocessor)
                 copy_steps(x_held, X, cols, n_cols)
                 for j in gl.static_range(RING):
-                    _copy_step(ring, j, j, G, cols, n_cols)
+                    copy_step(ring, j, j, G, cols, n_cols)
                     async_copy.commit_group()
                 shift, sums, squares, counts = _sums_of_row(x_held, cols, n_cols, layer, RING)
     else:
@@ -201,5 +193,5 @@ def row_norm_held_kernel(
         if HAS_GATE:
             if gate_pre == 0:
                 if i + RING < STEPS:
-                    _copy_step(ring, i % RING, i + RING, G, cols, n_cols)
+                    copy_step(ring, i % RING, i + RING, G, cols, n_cols)
                     async_copy.commit_group()
