@@ -13,6 +13,7 @@ import triton.language as tl
 from aot.spec import Config
 
 ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 8), (8192, 16)]  # (BLOCK_N, num_warps)
+ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}  # per dtype key, for configs sized in bytes of shared memory
 LOOP_BLOCK = 4096
 
 

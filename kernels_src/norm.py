@@ -24,7 +24,7 @@ from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hop
 from kernels_src._group_norm_held import group_norm_held_kernel
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._row_norm_held import row_norm_held_kernel
-from kernels_src._rows import LONG_LOOP_CONFIGS, LOOP_BLOCK, ROW_BLOCKS, norm_rows, row_configs
+from kernels_src._rows import ELEMENT_BYTES, LONG_LOOP_CONFIGS, LOOP_BLOCK, ROW_BLOCKS, norm_rows, row_configs
 
 
 @triton.jit
@@ -398,7 +398,7 @@ def row_norm_configs(target, keys):
 def group_held_configs(target: Target, keys) -> list[Config]:
     """group_norm_held_kernel: groups of up to 64 KB in shared memory (three programs per multiprocessor), in
     steps of 4096 elements; the C side asks for it only where `when` holds."""
-    held = 65536 // {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
+    held = 65536 // ELEMENT_BYTES[keys["T"]]
     return [Config({"HELD": held, "CHUNK": 4096}, num_warps=8, num_stages=1, when=f"n_elems <= {held}")]
 
 
@@ -433,6 +433,7 @@ ROW_NORM_LAUNCH = dict(
 
 REGISTER_ROW = 32768  # rows up to this long stay in row_norm_kernel's registers (csrc/ops/norm.c)
 HELD_RING = 4  # the second input's steps in flight in row_norm_held_kernel
+WHOLE_ROW = -1  # a plan's ring as long as the row: the second input held whole beside x
 
 
 def row_held_configs(target: Target | None, keys) -> list[Config]:
@@ -442,7 +443,7 @@ def row_held_configs(target: Target | None, keys) -> list[Config]:
     program per multiprocessor, is instead held whole beside x (a ring as long as the row), which read 2.83 TB/s on
     4096 x 50304 where its ring read 2.40 (wheel_ab.py held_pairs, h100-2026-11-26-experiments.md). Keys with no row
     past REGISTER_ROW to hold compile nothing."""
-    size = {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
+    size = ELEMENT_BYTES[keys["T"]]
     if keys["HAS_RESIDUAL"] and keys["HAS_GATE"]:
         return []
     plans = [(112, 2, 16, 0, ""), (224, 1, 32, 0, "")]  # kb, programs per SM, warps, ring steps, predicate
@@ -450,12 +451,15 @@ def row_held_configs(target: Target | None, keys) -> list[Config]:
         plans = [(112, 2, 16, HELD_RING, ""), (224, 1, 32, HELD_RING, "")]
     elif keys["HAS_GATE"]:
         plans = [(112, 2, 16, HELD_RING, ""), (224, 1, 32, HELD_RING, "gate_pre != 0 && ")]
-        plans += [(224, 1, 32, -1, "gate_pre == 0 && ")]  # ring -1: as long as the row
+        plans += [(224, 1, 32, WHOLE_ROW, "gate_pre == 0 && ")]
     configs = []
     for kb, per_sm, warps, ring, predicate in plans:
         step = warps * 32 * 16 // size
-        held = kb * 1024 // size // 2 if ring < 0 else kb * 1024 // size - ring * step
-        ring = held // step if ring < 0 else ring
+        if ring == WHOLE_ROW:  # x and the gate held whole, half the room each
+            held = kb * 1024 // size // 2
+            ring = held // step
+        else:
+            held = kb * 1024 // size - ring * step
         if held > REGISTER_ROW:
             configs.append(Config({"HELD": held, "RING": ring, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
                                   when=f"{predicate}n_cols <= {held}"))  # fmt: skip

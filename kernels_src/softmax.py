@@ -14,7 +14,7 @@ import triton.language as tl
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, i32, i64, is_hopper, ptr
 from kernels_src._lse import LOG2E, exp2_ftz, online_lse_step
 from kernels_src._pdl import wait_for_predecessor
-from kernels_src._rows import LONG_LOOP_CONFIGS, row_configs
+from kernels_src._rows import ELEMENT_BYTES, LONG_LOOP_CONFIGS, row_configs
 from kernels_src._softmax_held import softmax_held_kernel
 
 SOFTMAX_ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 4), (8192, 8)]  # (BLOCK_N, num_warps)
@@ -128,7 +128,7 @@ def held_configs(target: Target, keys) -> list[Config]:
     one, then 224 KB with two more 16-byte vectors per thread in registers (16-bit rows of up to 131072 elements,
     float32 of up to 65536; 16-bit ones from TAIL_ROWS_PER_SM rows per multiprocessor); a step is one 16-byte vector
     per thread. Only rows past REGISTER_ROW come here (float32 has no 32 KB config)."""
-    size = {"fp16": 2, "bf16": 2, "fp32": 4}[keys["T"]]
+    size = ELEMENT_BYTES[keys["T"]]
     configs = []
     for kb, per_sm, warps in ((32, 6, 8), (64, 3, 16), (112, 2, 16), (224, 1, 32)):
         held = kb * 1024 // size
