@@ -1,7 +1,9 @@
 """Rows held whole in shared memory (Hopper's softmax_held_kernel and row_norm_held_kernel, in Gluon): a program
 copies its row with 16-byte cp.async, one vector per thread per step and one copy group per step, so that it can
 work on each step as it lands; each thread then reads back from shared memory only the elements it copied (the same
-layout), which its own wait_group orders, with no barrier of its own."""
+layout), which its own wait_group orders. Triton still puts a barrier after each wait, since it cannot see that
+(h100-2026-11-26-experiments.md: halving them changed nothing, stop 31; nor did removing the held norm's second one
+a step, stop 32)."""
 
 from triton import constexpr_function
 from triton.experimental import gluon
