@@ -17,9 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from variant_registers import compiled_from_command_line, cuobjdump  # noqa: E402
-
-INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
+from variant_registers import INSTRUCTION, compiled_from_command_line, cuobjdump, opcode  # noqa: E402
 
 
 def loops(sass: str) -> list[tuple[int, int, collections.Counter]]:
@@ -31,7 +29,7 @@ def loops(sass: str) -> list[tuple[int, int, collections.Counter]]:
         if target and int(target.group(1), 16) < address:
             start = int(target.group(1), 16)
             body = [t for a, t in code if start <= a <= address]
-            opcodes = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in body)
+            opcodes = collections.Counter(opcode(t).split(".")[0] for t in body)
             found.append((start, address, opcodes))
     return found
 

@@ -44,6 +44,14 @@ def cuobjdump(binary: bytes, flag: str) -> str:
         return subprocess.run([str(tool), flag, str(cubin)], capture_output=True, text=True).stdout
 
 
+INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")  # a SASS line of cuobjdump's: its offset and its text
+
+
+def opcode(text: str) -> str:
+    """An instruction's opcode with its modifiers (BAR.SYNC.DEFER_BLOCKING), past any predicate."""
+    return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0]
+
+
 def compiled_from_command_line():
     """compiled() of the command line's KERNEL LABEL_REGEX [--source DIR] (this script's and sass_loops.py's)."""
     parser = argparse.ArgumentParser()
