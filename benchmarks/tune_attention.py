@@ -33,9 +33,11 @@ PREFILL = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 4),
            (64, 128, 4, 3), (128, 64, 4, 3), (128, 128, 4, 2), (64, 32, 4, 3)]  # fmt: skip
 
 
-def launch(q, k, v, out, group, splits, dim, causal, config, part=None, lse=None, pages=None):
-    """attn_fwd as csrc/ops/attention.c packs it: dense k/v, or pages = (block_table, lengths) with k/v the page
-    pools (num_pages, page_size, heads_k, dim)."""
+def launch(q, k, v, out, group, splits, dim, causal, config, part=None, lse=None, pages=None, kernel=attn_fwd,
+           **constexprs):  # fmt: skip
+    """attn_fwd (or another source's `kernel`) as csrc/ops/attention.c packs it: dense k/v, or pages = (block_table,
+    lengths) with k/v the page pools (num_pages, page_size, heads_k, dim); `constexprs` adds a config's tags (e.g.
+    TABLE_CHUNK=256)."""
     bm, bn, warps, stages = config
     batch, seqlen_q, heads, _ = q.shape
     heads_k, seqlen_k = k.shape[2], k.shape[1]
@@ -49,7 +51,7 @@ def launch(q, k, v, out, group, splits, dim, causal, config, part=None, lse=None
     if pages:
         seqlen_k = page_size * max_pages
     grid = (-(-seqlen_q * group // bm), heads_k * splits, batch)
-    attn_fwd[grid](
+    kernel[grid](
         q, k, v, out, lse, part, dummy, dummy, lengths, table, lse,
         s[0], s[1], s[2], t[0], t[1], t[2], t[0], t[1], t[2], s[0], s[1], s[2],
         0, 0, 0, rows, rows * dim, table.stride(0) if pages else 0, 0,
@@ -57,7 +59,7 @@ def launch(q, k, v, out, group, splits, dim, causal, config, part=None, lse=None
         1 << 30, 0 if causal else 1 << 30, 0, 0,
         dim**-0.5 * 1.4426950408889634, 0.0, 1.0,
         BLOCK_D=dim, PAGED=bool(pages), MODS=False, BLOCK_M=bm, BLOCK_N=bn, NATIVE_FP8=False, num_warps=warps,
-        num_stages=stages,
+        num_stages=stages, **constexprs,
     )  # fmt: skip
 
 

@@ -5,8 +5,9 @@ offsets were hoisted, 439 after, the contiguous loop 334).
 
     python benchmarks/experiments/sass_loops.py KERNEL LABEL_REGEX [--source kernels_src]
 
-The kernels import their helpers as the package kernels_src of the tree the script sits in; to count another
-commit's kernels, run a copy of the script (and variant_registers.py) inside that commit's tree (`git archive`).
+--source compiles another kernels directory (e.g. `git archive REV kernels_src | tar -x -C DIR`) with this tree's
+aot/; its files import each other from that directory. Where REV's aot/ differs, run a copy of the script (and
+variant_registers.py) inside REV's tree instead.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,12 @@ from aot.spec import Target  # noqa: E402
 
 
 def compiled(kernel: str, label_regex: str, source: Path):
-    """(label, cubin bytes) of each sm_90 variant of `kernel` whose label matches, compiled from `source`."""
+    """(label, cubin bytes) of each sm_90 variant of `kernel` whose label matches, compiled from `source`. The
+    package kernels_src is pointed at `source` first, so that a kernels file importing another (activation.py
+    imports attention.py) gets source's copy, not this tree's."""
+    package = types.ModuleType("kernels_src")
+    package.__path__ = [str(source.resolve())]
+    sys.modules["kernels_src"] = package
     kernels = [(p, k) for p, k in load_kernels(source) if k.name == kernel]
     for variant in expand(kernels, [Target("cuda", 90)]):
         if re.search(label_regex, variant.label()):
