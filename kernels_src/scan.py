@@ -13,11 +13,21 @@ log1p (6% of copy; benchmarks/experiments/scan_rows.py). H100, bf16 (wheel A/B, 
 the cumsum form took logcumsumexp along the last dim of 16384 x 8192 from 0.99 to 1.77 TB/s, along dim 0 from 0.51
 to 0.63.
 
+Lanes (inner > 1): cumsum takes tiles of 8 positions x 512 lanes over 2 warps, so each thread holds all 8
+positions of its 8 lanes and the scan along the tile's rows stays in registers; logcumsumexp keeps 32 x 64 tiles
+over 4 warps (the wide tile, and a loop over positions carrying each lane's pair, lost to it at 4096 x 4096 and
+32 x 1024 x 1024). Their accesses vectorize where the lanes' pitch (inner) is a multiple of 8, hinted through the
+argument `pitch`. H100, bf16, wheel A/B (h100-2026-11-26-experiments.md, stop 33): cumsum along dim 0 of 4096 x 4096
+0.89 -> 1.38 TB/s, of 16384 x 8192 0.99 -> 1.76; logcumsumexp there 0.56 -> 0.57 and 0.63 -> 0.64, along dim 1 of
+32 x 1024 x 1024 1.02 -> 1.11; cumsum there 1.70 -> 1.63 (now chunked: 64 wide programs, 512 narrow ones before).
+
 Few programs (a scan along the first dim of a 2-D tensor is one segment and inner / BLOCK_I lane blocks; a 1-D
 tensor is one program) would leave most of the GPU idle while each walks its whole line. The launcher then splits
 the scan dim into chunks (program_id(2)): scan_totals_kernel writes each chunk's total (the (max, sum) pair for
 logcumsumexp) to a workspace, and scan_kernel starts each chunk from the totals of the chunks before it in scan
 order. That reads x twice."""
+
+from dataclasses import replace
 
 import triton
 import triton.language as tl
@@ -37,9 +47,10 @@ def _add(a, b):
 @triton.jit
 def _pair_combine(m1, s1, m2, s2):
     """(max, sum of 2 ** (x - max)) of the union of two runs; a run of -inf is (-inf, anything) and adds nothing.
-    A NaN max stays NaN (torch's NaN from a NaN on, after a +inf too, whose max would otherwise drop it)."""
+    A NaN max stays NaN (torch's NaN from a NaN on, after a +inf too, whose max would otherwise drop it). Equal
+    maxima weigh 1, two runs reaching +inf too (inf - inf would make the sum NaN where torch gives +inf)."""
     m = tl.maximum(m1, m2, propagate_nan=tl.PropagateNan.ALL)
-    e = tl.where(m == -float("inf"), 0.0, tl.exp2(tl.minimum(m1, m2) - m))
+    e = tl.where(m == -float("inf"), 0.0, tl.exp2(tl.where(m1 == m2, 0.0, tl.minimum(m1, m2) - m)))
     return m, tl.where(m1 >= m2, s1 + s2 * e, s2 + s1 * e)
 
 
@@ -65,7 +76,8 @@ def _scan_block(X, Y, offs, mask, carry, carry_m, carry_s, is_last, op, FLOATING
             if tl.min(near.to(tl.int32)) != 0:
                 ref = tl.maximum(top, carry_m)
                 safe = tl.where(ref == -float("inf"), 0.0, ref)
-                s = tl.cumsum(tl.exp2(x - safe), 0) + carry_s * tl.exp2(carry_m - safe)
+                # a carry that reached +inf keeps its weight (inf - inf would give NaN where torch gives +inf)
+                s = tl.cumsum(tl.exp2(x - safe), 0) + carry_s * tl.exp2(tl.where(carry_m == safe, 0.0, carry_m - safe))
                 y = (safe + tl.log2(s)) * LN2
                 carry_m = ref
                 carry_s = _last(s, is_last)
@@ -147,7 +159,7 @@ def _carry_in(W, segment, part, lanes, inner, op, FLOATING: tl.constexpr, BLOCK_
 
 @triton.jit
 def scan_kernel(
-    X, Y, CU, W, n, inner, batch, varlen, reverse, op, chunk,
+    X, Y, CU, W, n, inner, pitch, batch, varlen, reverse, op, chunk,
     CHUNKED: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Program (segment, lane block, part): with CHUNKED, positions [part * chunk, (part + 1) * chunk) in scan order
@@ -192,15 +204,15 @@ def scan_kernel(
             for start in range(0, tl.cdiv(k1 - k0, BLOCK_T)):
                 k = k0 + start * BLOCK_T + step
                 t = tl.where(reverse != 0, last - 1 - k, first + k)
-                mask = (k < k1)[:, None] & (lanes[None, :] < inner)
-                offs = base + t[:, None] * inner + lanes[None, :]
+                mask = (k < k1)[:, None] & (lanes[None, :] < pitch)
+                offs = base + t[:, None] * pitch + lanes[None, :]
                 carry, carry_m, carry_s = _scan_block(X, Y, offs, mask, carry, carry_m, carry_s, is_last, op,
                                                       floating)  # fmt: skip
 
 
 @triton.jit
 def scan_totals_kernel(
-    X, CU, W, n, inner, batch, varlen, reverse, op, chunk,
+    X, CU, W, n, inner, pitch, batch, varlen, reverse, op, chunk,
     BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     """Program (segment, lane block, part) as in scan_kernel: the total of its chunk per lane into W (see
@@ -228,8 +240,8 @@ def scan_totals_kernel(
                 mask = k < k1
         else:
             t = tl.where(reverse != 0, last - 1 - k, first + k)
-            mask = (k < k1)[:, None] & (lanes[None, :] < inner)
-            offs = base + t[:, None] * inner + lanes[None, :]
+            mask = (k < k1)[:, None] & (lanes[None, :] < pitch)
+            offs = base + t[:, None] * pitch + lanes[None, :]
         if floating:
             if op == 1:
                 x = tl.load(X + offs, mask=mask, other=float("-inf")).to(tl.float32) * LOG2E
@@ -258,13 +270,29 @@ def scan_types(values) -> bool:
     return values["O"] == (values["T"] if floating else "i64")
 
 
-SCAN_CONFIGS = [
-    Config({"BLOCK_T": 2048, "BLOCK_I": 1}, num_warps=4, when="inner == 1"),
-    Config({"BLOCK_T": 32, "BLOCK_I": 64}, num_warps=4),
-]
+ROWS = Config({"BLOCK_T": 2048, "BLOCK_I": 1}, num_warps=4, when="inner == 1")
+# cumsum (op 0) over lanes: 512 lanes over 2 warps, every thread holding all BLOCK_T positions of its 8 lanes, so the
+# tile's scan along its rows stays in registers (csrc/ops/scan.c's SCAN_CUMSUM_LANES is this BLOCK_I)
+CUMSUM_LANES = Config({"BLOCK_T": 8, "BLOCK_I": 512}, num_warps=2, when="op == 0")
+# logcumsumexp over lanes (SCAN_LANES): the wide tile and a loop over positions ran it slower (see above)
+LANES = Config({"BLOCK_T": 32, "BLOCK_I": 64}, num_warps=4)
+
+
+def scan_configs(target, keys) -> list[Config]:
+    """Rows, cumsum's lanes, then logcumsumexp's lanes; integers only sum (csrc/ops/scan.c), so their lanes take
+    cumsum's config with no predicate."""
+    if keys["T"] in ("fp16", "bf16", "fp32"):
+        return [ROWS, CUMSUM_LANES, LANES]
+    return [ROWS, replace(CUMSUM_LANES, when="")]
+
+
 SCAN_ARGS = [
     i64("n", aligned=True),
     i64("inner"),
+    # inner again where lanes follow the scan dim (16 where they do not, so that the rows keep n's hint): hinted a
+    # multiple of 8, it lets the lane tiles' accesses and masks vectorize; unhinted, every element is a 2-byte load
+    # and store (SASS of the bf16 variants)
+    i64("pitch", aligned=True, divisor=8),
     i32("batch"),
     i32("varlen"),
     i32("reverse"),
@@ -288,7 +316,7 @@ KERNELS = [
         combos=scan_types,
         grid_args=[i64("segments"), i64("parts")],
         grid=["segments", "cdiv(inner, BLOCK_I)", "parts"],
-        configs=SCAN_CONFIGS,
+        configs=scan_configs,
     ),
     Kernel(
         fn=scan_totals_kernel,
@@ -297,6 +325,6 @@ KERNELS = [
         keys={"T": SCAN_TYPES},
         grid_args=[i64("segments"), i64("parts")],
         grid=["segments", "cdiv(inner, BLOCK_I)", "parts"],
-        configs=SCAN_CONFIGS,
+        configs=scan_configs,
     ),
 ]

@@ -1053,38 +1053,51 @@ def test_rotary_launches(fake_driver):
 
 
 def test_scan_launches(fake_driver):
-    """Scans with few programs along their dim are split into chunks: (3000, 96) along dim 0 is one segment of two
-    lane blocks, so a launch of chunk totals into a workspace, then the scan, each over (1, 2, parts) with chunks of
-    at least 256 rows (a multiple of 16); a 1-D tensor's chunks are at least 4096 long; a scan with programs enough
-    is one launch of one part, its chunk the whole (rounded up) line."""
+    """Scans with few programs along their dim are split into chunks: (3000, 96) along dim 0 is one segment of one
+    lane block (512 lanes), so a launch of chunk totals into a workspace, then the scan, each over (1, 1, parts) with
+    chunks of at least 64 rows (a multiple of 16); a 1-D tensor's chunks are at least 4096 long; a scan with programs
+    enough is one launch of one part, its chunk the whole (rounded up) line. logcumsumexp over lanes keeps 64-lane
+    tiles and chunks of at least 256 (two lane blocks, 11 chunks of 288); an int32 cumsum takes cumsum's tiles."""
     r = scenario(
         fake_driver,
         f"""
         fake.fake_cuda_expect_params(16)
         calls = []
-        for shape, dim in (((3000, 96), 0), ((100003,), 0), ((512, 1000), 1)):
+        cases = [((3000, 96), 0, 0, "bfloat16", "bfloat16"), ((100003,), 0, 0, "bfloat16", "bfloat16"),
+                 ((512, 1000), 1, 0, "bfloat16", "bfloat16"), ((3000, 96), 0, 1, "bfloat16", "bfloat16"),
+                 ((3000, 96), 0, 0, "int32", "int64")]
+        for shape, dim, op, dtype, out_dtype in cases:
             before = fake.fake_cuda_alloc_count()
             fake.fake_cuda_reset()
-            _library.call("xopsaot_scan", (tensor(shape, "bfloat16", {A}), tensor(shape, "bfloat16", {B}), None), dim,
-                          0, 0, 0)
+            _library.call("xopsaot_scan", (tensor(shape, dtype, {A}), tensor(shape, out_dtype, {B}), None), dim, op,
+                          0, 0)
             calls.append(dict(launches=launches(), allocs=fake.fake_cuda_alloc_count() - before))
         emit(calls=calls)
     """,
     )
-    tiles, row, many = r["calls"]
+    tiles, row, many, log_lanes, int_lanes = r["calls"]
     totals, scan = tiles["launches"]
     assert (totals["kernel"], scan["kernel"]) == ("scan_totals_kernel", "scan_kernel") and tiles["allocs"] == 1
-    # 2 programs want 4 * 132 / 2 = 264 parts; 3000 rows make at most 11 of 256: chunks of 288 (a multiple of 16)
-    assert totals["grid"] == scan["grid"] == [1, 2, 11]
+    # 1 program wants 8 * 132 parts; 3000 rows make at most 46 of 64: chunks of 80 (66 rounded up to 16), 38 of them
+    assert totals["grid"] == scan["grid"] == [1, 1, 38]
     t, s = decode(totals["params"], "scan_totals_kernel"), decode(scan["params"], "scan_kernel")
-    assert t[2] == s[3] != A and t[3:5] == s[4:6] == [3000, 96] and t[9] == s[10] == 288  # W, n, inner, chunk
+    # W; n, inner and the lanes' pitch; chunk
+    assert t[2] == s[3] != A and t[3:6] == s[4:7] == [3000, 96, 96] and t[10] == s[11] == 80
     (row_totals, row_scan) = row["launches"]
-    assert row_scan["grid"] == [1, 1, 24] and decode(row_scan["params"], "scan_kernel")[10] == 4176  # 100003 / 24
+    row_args = decode(row_scan["params"], "scan_kernel")
+    assert row_scan["grid"] == [1, 1, 24] and row_args[11] == 4176  # 100003 / 24
+    assert row_args[5:7] == [1, 16]  # along the last dim the pitch is a hinted dummy, so n's hint still applies
     (one,) = many["launches"]
     assert one["kernel"] == "scan_kernel" and one["grid"] == [512, 1, 1] and many["allocs"] == 0
     chunked = [launch["variant"]["keys"]["CHUNKED"] for launch in (scan, row_scan, one)]
     assert chunked == [True, True, False]  # the carry-in code is compiled only where it is used
-    assert decode(one["params"], "scan_kernel")[10] == 1008  # the line of 1000 rounded up to 16
+    assert decode(one["params"], "scan_kernel")[11] == 1008  # the line of 1000 rounded up to 16
+    lanes = [launch["variant"]["constexprs"]["BLOCK_I"] for launch in (totals, scan)]
+    log_totals, log_scan = log_lanes["launches"]
+    assert lanes == [512, 512] and log_scan["grid"] == [1, 2, 11]
+    assert [launch["variant"]["constexprs"]["BLOCK_I"] for launch in (log_totals, log_scan)] == [64, 64]
+    assert decode(log_scan["params"], "scan_kernel")[11] == 288
+    assert [launch["variant"]["constexprs"]["BLOCK_I"] for launch in int_lanes["launches"]] == [512, 512]
 
 
 def row_choice(launch) -> tuple:

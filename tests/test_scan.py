@@ -19,9 +19,11 @@ FLOATS = ["float16", "bfloat16", "float32"]
 GPU_USED: set[int] = set()
 # shape, dim: last, middle (small and wide inner), first, a long row past several blocks (and chunks)
 CASES = [((1,), 0), ((17,), -1), ((3, 1000), -1), ((3, 1000), 0), ((5, 7, 3), 1), ((2, 70, 96), 1), ((100_003,), 0)]
-CASES += [((2, 2048), -1), ((2, 2049), -1), ((32, 5), 0)]  # the row block and one past it; an aligned column
+CASES += [((2, 2048), -1), ((2, 2049), -1), ((32, 5), 0)]  # the row block and one past it; a narrow column
+CASES += [((264, 16, 8), 1)]  # lanes hinted (n and the lanes' pitch aligned), programs enough not to chunk
 # few programs along a long dim: chunks (csrc/ops/scan.c), with the scan dim a multiple of 16 (hinted) or not
 CASES += [((3000, 96), 0), ((4096, 80), 0), ((65536,), 0)]
+CASES += [((700, 1100), 0)]  # lanes past one block of 512 (masked), in chunks with a short last one
 
 
 def ran(where):
@@ -117,33 +119,42 @@ def test_logcumsumexp(request, rng, where):
             out = xopsaot.logcumsumexp(x, dim)
             ran(where)
             assert_close(host(out), logcumsumexp64(f64(x), dim), dtype, f"logcumsumexp {dtype} {shape}", floor=1.0)
-    # a leading run of -inf stays -inf, then the line continues from the first finite value
-    x = np.full((2, 600), -np.inf, dtype=np.float32)
-    x[:, 300:] = rng.standard_normal((2, 300))
-    xx = x if where == "cpu" else torch_or_skip().from_numpy(x).cuda()
-    got = host(xopsaot.logcumsumexp(xx, 1))
-    assert np.all(got[:, :300] == -np.inf)
-    assert_close(got[:, 300:], logcumsumexp64(x[:, 300:].astype(np.float64), 1), "float32", "-inf run", floor=1.0)
-    # values far below a later maximum (a shift by the block's max would flush them to 0), across a block edge
-    x = rng.standard_normal((2, 3000)).astype(np.float32)
-    x[:, :2500] -= 1000.0
-    x[:, 2040:2060] += 2000.0
-    xx = x if where == "cpu" else torch_or_skip().from_numpy(x).cuda()
-    got = host(xopsaot.logcumsumexp(xx, 1))
-    assert_close(got, np.logaddexp.accumulate(x.astype(np.float64), axis=1), "float32", "wide range", floor=1.0)
-    # a NaN, then +inf, as torch: NaN from the NaN on; +inf from the +inf on; finite before either
-    x = rng.standard_normal((3, 3000)).astype(np.float32)
-    x[0, 1000] = np.nan
-    x[1, 2500] = np.inf
-    x[2, 100] = np.inf
-    x[2, 200] = np.nan
-    xx = x if where == "cpu" else torch_or_skip().from_numpy(x).cuda()
-    got = host(xopsaot.logcumsumexp(xx, 1))
-    assert np.isnan(got[0, 1000:]).all() and np.isposinf(got[1, 2500:]).all() and np.isposinf(got[2, 100:200]).all()
-    assert np.isnan(got[2, 200:]).all()
-    want = np.logaddexp.accumulate(x.astype(np.float64), axis=1)
-    assert_close(got[0, :1000], want[0, :1000], "float32", "before a NaN", floor=1.0)
-    assert_close(got[1, :2500], want[1, :2500], "float32", "before +inf", floor=1.0)
+    for lanes in (False, True):  # each line a row (the last dim), then a column (lanes after the scan dim, chunked)
+
+        def lines(x, lanes=lanes):
+            """logcumsumexp along each row of x, computed as rows or as the columns of a contiguous x.T."""
+            xx = np.ascontiguousarray(x.T) if lanes else x
+            xx = xx if where == "cpu" else torch_or_skip().from_numpy(xx).cuda()
+            got = host(xopsaot.logcumsumexp(xx, 0 if lanes else 1))
+            ran(where)
+            return got.T if lanes else got
+
+        # a leading run of -inf stays -inf, then the line continues from the first finite value
+        x = np.full((2, 600), -np.inf, dtype=np.float32)
+        x[:, 300:] = rng.standard_normal((2, 300))
+        got = lines(x)
+        assert np.all(got[:, :300] == -np.inf)
+        want = logcumsumexp64(x[:, 300:].astype(np.float64), 1)
+        assert_close(got[:, 300:], want, "float32", f"-inf run, lanes {lanes}", floor=1.0)
+        # values far below a later maximum (a shift by the block's max would flush them to 0), across a block edge
+        x = rng.standard_normal((2, 3000)).astype(np.float32)
+        x[:, :2500] -= 1000.0
+        x[:, 2040:2060] += 2000.0
+        want = np.logaddexp.accumulate(x.astype(np.float64), axis=1)
+        assert_close(lines(x), want, "float32", f"wide range, lanes {lanes}", floor=1.0)
+        # a NaN, then +inf, as torch: NaN from the NaN on; +inf from the +inf on (a second one, and the blocks after
+        # it, too); finite before either
+        x = rng.standard_normal((3, 5000)).astype(np.float32)
+        x[0, 1000] = np.nan
+        x[1, [2500, 2600]] = np.inf
+        x[2, 100] = np.inf
+        x[2, 200] = np.nan
+        got = lines(x)
+        assert np.isnan(got[0, 1000:]).all() and np.isposinf(got[1, 2500:]).all()
+        assert np.isposinf(got[2, 100:200]).all() and np.isnan(got[2, 200:]).all()
+        want = np.logaddexp.accumulate(x.astype(np.float64), axis=1)
+        assert_close(got[0, :1000], want[0, :1000], "float32", f"before a NaN, lanes {lanes}", floor=1.0)
+        assert_close(got[1, :2500], want[1, :2500], "float32", f"before +inf, lanes {lanes}", floor=1.0)
     # the same across chunks of a 1-D line (chunks of 4288: the spike inside the fifth, the shift ending in the sixth)
     x = rng.standard_normal(30000).astype(np.float32)
     x[:25000] -= 1000.0

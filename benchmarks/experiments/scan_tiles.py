@@ -69,8 +69,8 @@ def main() -> None:
 
             def call():
                 if parts > 1:
-                    scan_totals_kernel[(1, lanes, parts)](x, dummy, w, n, inner, 0, 0, 0, 0, chunk, **common)
-                scan_kernel[(1, lanes, parts)](x, y, dummy, w, n, inner, 0, 0, 0, 0, chunk, CHUNKED=parts > 1,
+                    scan_totals_kernel[(1, lanes, parts)](x, dummy, w, n, inner, inner, 0, 0, 0, 0, chunk, **common)
+                scan_kernel[(1, lanes, parts)](x, y, dummy, w, n, inner, inner, 0, 0, 0, 0, chunk, CHUNKED=parts > 1,
                                                **common)  # fmt: skip
 
             y.fill_(float("nan"))

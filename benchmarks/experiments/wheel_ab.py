@@ -5,10 +5,10 @@ gelu_and_mul), others (gelu tanh and silu), cross_entropy (mean and per row), li
 8192^3), group_norm (the shapes of benchmarks/norms.py, long unsplit groups, split ones, more unsplit), long_rows
 (softmax, log_softmax, rms_norm, layer_norm, add+rms_norm on rows of 16k-131k), vocab_rows (softmax, log_softmax and
 logsumexp on rows of 50k-128k), rotary (apply_rotary and rotary_qk), held_rows (the norms of benchmarks/norms.py on
-rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first
-and last dims), strided (x.T + y, and x * y with x's heads permuted), group_norm_held (unsplit groups of 32768, x the
-same or rotated past L2), held_softmax (softmax and log_softmax around softmax_held_kernel's rows), held_pairs (the
-norms with a residual or a gate on rows past 32768 elements); all of them when none is named.
+rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first,
+middle and last dims), strided (x.T + y, and x * y with x's heads permuted), group_norm_held (unsplit groups of
+32768, x the same or rotated past L2), held_softmax (softmax and log_softmax around softmax_held_kernel's rows),
+held_pairs (the norms with a residual or a gate on rows past 32768 elements); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -218,7 +218,8 @@ def held_pairs(label: str) -> None:
 
 
 def scans(label: str) -> None:
-    """cumsum and logcumsumexp along the last and the first dim, and cumsum of a long 1-D tensor."""
+    """cumsum and logcumsumexp along the last and the first dim (and a middle one), and cumsum of a long 1-D
+    tensor."""
     for shape in ((4096, 4096), (16384, 8192), (1 << 24,)):
         x = randn(*shape)
         nbytes = 2 * x.numel() * x.element_size()
@@ -229,6 +230,12 @@ def scans(label: str) -> None:
                 ours = bench_queued(lambda: xopsaot.logcumsumexp(x, dim))
                 eager = bench_queued(lambda: torch.logcumsumexp(x, dim))
                 line(label, f"logcumsumexp dim {dim}", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+    x = randn(32, 1024, 1024)
+    nbytes = 2 * x.numel() * x.element_size()
+    for name, ours, eager in (("cumsum", xopsaot.cumsum, torch.cumsum), ("logcumsumexp", xopsaot.logcumsumexp,
+                                                                          torch.logcumsumexp)):  # fmt: skip
+        mine, theirs = bench_queued(lambda: ours(x, 1)), bench_queued(lambda: eager(x, 1))  # noqa: B023
+        line(label, f"{name} dim 1", x.shape, "tbps", nbytes / mine / 1e9, nbytes / theirs / 1e9)
 
 
 def strided(label: str) -> None:

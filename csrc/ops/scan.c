@@ -4,20 +4,29 @@
 /* Few programs along the scan dim leave the GPU idle while each walks its whole line: below
  * SCAN_CHUNK_BELOW_PER_SM programs per multiprocessor the scan dim is split into chunks for about
  * SCAN_PROGRAMS_PER_SM, each at least SCAN_MIN_CHUNK positions (SCAN_MIN_ROW_CHUNK along the last dim, whose blocks
- * are 2048 long), and a multiple of 16 (kernels_src/scan.py hints it). SCAN_LANES is the tile config's BLOCK_I. */
+ * are 2048 long), and a multiple of 16 (kernels_src/scan.py hints it). SCAN_LANES is the lane tile's BLOCK_I.
+ * cumsum over lanes has a wider tile of its own (SCAN_CUMSUM_LANES) and more, shorter chunks, which read faster
+ * though each program then sums more chunk totals (along dim 0 of 4096 x 4096 bf16 on an H100, Triton's JIT: 16
+ * chunks of 256 0.78, 64 of 64 1.45 TB/s; benchmarks/experiments/scan_lines.py). */
 #define SCAN_CHUNK_BELOW_PER_SM 2
 #define SCAN_PROGRAMS_PER_SM 4
 #define SCAN_MIN_CHUNK 256
 #define SCAN_MIN_ROW_CHUNK 4096
 #define SCAN_LANES 64
+#define SCAN_CUMSUM_PROGRAMS_PER_SM 8
+#define SCAN_MIN_CUMSUM_CHUNK 64
+#define SCAN_CUMSUM_LANES 512
 
 /* The parts the scan dim of n positions is split into, and their length (*chunk). */
-static int64_t scan_parts(int64_t segments, int64_t n, int64_t inner, int sm_count, int64_t *chunk) {
-  const int64_t programs = segments * (inner == 1 ? 1 : (inner + SCAN_LANES - 1) / SCAN_LANES);
-  const int64_t min_chunk = inner == 1 ? SCAN_MIN_ROW_CHUNK : SCAN_MIN_CHUNK;
+static int64_t scan_parts(int64_t segments, int64_t n, int64_t inner, int op, int sm_count, int64_t *chunk) {
+  const int cumsum_lanes = inner > 1 && op == XOPSAOT_SCAN_CUMSUM;
+  const int64_t lanes = cumsum_lanes ? SCAN_CUMSUM_LANES : SCAN_LANES;
+  const int64_t programs = segments * (inner == 1 ? 1 : (inner + lanes - 1) / lanes);
+  const int64_t min_chunk = inner == 1 ? SCAN_MIN_ROW_CHUNK : cumsum_lanes ? SCAN_MIN_CUMSUM_CHUNK : SCAN_MIN_CHUNK;
+  const int64_t per_sm = cumsum_lanes ? SCAN_CUMSUM_PROGRAMS_PER_SM : SCAN_PROGRAMS_PER_SM;
   int64_t parts = 1;
   if (programs < (int64_t)SCAN_CHUNK_BELOW_PER_SM * sm_count && n >= 2 * min_chunk) {
-    const int64_t want = ((int64_t)SCAN_PROGRAMS_PER_SM * sm_count + programs - 1) / programs;
+    const int64_t want = (per_sm * sm_count + programs - 1) / programs;
     parts = want < n / min_chunk ? want : n / min_chunk;
   }
   *chunk = xo_round_up((n + parts - 1) / parts, 16);
@@ -65,15 +74,17 @@ xopsaot_status xopsaot_scan(const xopsaot_tensor *x, const xopsaot_tensor *out, 
   int sm_count = 0;
   XO_TRY(xo_device_sm_count(x->device, &sm_count));
   int64_t chunk;
-  const int64_t parts = scan_parts(segments, n, inner, sm_count, &chunk);
+  const int64_t parts = scan_parts(segments, n, inner, op, sm_count, &chunk);
+  /* the lanes' row pitch, hinted where a multiple of 8; unused along the last dim, whose hints it must not cost */
+  const int64_t pitch = inner == 1 ? 16 : inner;
   void *totals = NULL; /* (segments, parts, inner) chunk totals: float32 (two planes for logcumsumexp) or int64 */
   if (parts > 1) {
     const uint64_t planes = op == XOPSAOT_SCAN_LOGCUMSUMEXP ? 2 : 1, size = floating ? sizeof(float) : sizeof(int64_t);
     XO_TRY(xo_workspace_alloc(x->device, stream, (uint64_t)(segments * parts * inner) * planes * size, &totals));
     xk_scan_totals_kernel_args sums = {.X = x->data, .CU = cu_seqlens ? cu_seqlens->data : x->data, .W = totals,
-                                       .n = n, .inner = inner, .batch = (int32_t)batch, .varlen = cu_seqlens != NULL,
-                                       .reverse = reverse != 0, .op = op, .chunk = chunk, .segments = segments,
-                                       .parts = parts};
+                                       .n = n, .inner = inner, .pitch = pitch, .batch = (int32_t)batch,
+                                       .varlen = cu_seqlens != NULL, .reverse = reverse != 0, .op = op, .chunk = chunk,
+                                       .segments = segments, .parts = parts};
     xk_scan_totals_kernel_keys sums_keys = {x->dtype};
     xopsaot_status st = xo_launch(&xk_scan_totals_kernel, &sums_keys.T, &sums, x->device, stream);
     if (st) {
@@ -82,9 +93,9 @@ xopsaot_status xopsaot_scan(const xopsaot_tensor *x, const xopsaot_tensor *out, 
     }
   }
   xk_scan_kernel_args args = {.X = x->data, .Y = out->data, .CU = cu_seqlens ? cu_seqlens->data : x->data,
-                              .W = totals ? totals : x->data, .n = n, .inner = inner, .batch = (int32_t)batch,
-                              .varlen = cu_seqlens != NULL, .reverse = reverse != 0, .op = op, .chunk = chunk,
-                              .segments = segments, .parts = parts};
+                              .W = totals ? totals : x->data, .n = n, .inner = inner, .pitch = pitch,
+                              .batch = (int32_t)batch, .varlen = cu_seqlens != NULL, .reverse = reverse != 0, .op = op,
+                              .chunk = chunk, .segments = segments, .parts = parts};
   xk_scan_kernel_keys keys = {x->dtype, out->dtype, parts > 1};
   xopsaot_status st = xo_launch(&xk_scan_kernel, &keys.T, &args, x->device, stream);
   xo_workspace_free(x->device, stream, totals);
