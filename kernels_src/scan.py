@@ -32,7 +32,7 @@ from dataclasses import replace
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, i32, i64, ptr
+from aot.spec import Config, Kernel, Target, i32, i64, ptr
 from kernels_src._pdl import wait_for_predecessor
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -278,7 +278,7 @@ CUMSUM_LANES = Config({"BLOCK_T": 8, "BLOCK_I": 512}, num_warps=2, when="op == 0
 LANES = Config({"BLOCK_T": 32, "BLOCK_I": 64}, num_warps=4)
 
 
-def scan_configs(target, keys) -> list[Config]:
+def scan_configs(target: Target, keys) -> list[Config]:
     """Rows, cumsum's lanes, then logcumsumexp's lanes; integers only sum (csrc/ops/scan.c), so their lanes take
     cumsum's config with no predicate."""
     if keys["T"] in ("fp16", "bf16", "fp32"):
