@@ -264,10 +264,13 @@ def scan_totals_kernel(
         tl.store(W + at, total, mask=lanes < inner)
 
 
+FLOAT_TYPES = ["fp16", "bf16", "fp32"]
+SCAN_TYPES = FLOAT_TYPES + ["i32", "i64", "bool"]
+
+
 def scan_types(values) -> bool:
     """Floats keep their dtype; integers and bool sum into int64."""
-    floating = values["T"] in ("fp16", "bf16", "fp32")
-    return values["O"] == (values["T"] if floating else "i64")
+    return values["O"] == (values["T"] if values["T"] in FLOAT_TYPES else "i64")
 
 
 ROWS = Config({"BLOCK_T": 2048, "BLOCK_I": 1}, num_warps=4, when="inner == 1")
@@ -281,7 +284,7 @@ LANES = Config({"BLOCK_T": 32, "BLOCK_I": 64}, num_warps=4)
 def scan_configs(target: Target, keys) -> list[Config]:
     """Rows, cumsum's lanes, then logcumsumexp's lanes; integers only sum (csrc/ops/scan.c), so their lanes take
     cumsum's config with no predicate."""
-    if keys["T"] in ("fp16", "bf16", "fp32"):
+    if keys["T"] in FLOAT_TYPES:
         return [ROWS, CUMSUM_LANES, LANES]
     return [ROWS, replace(CUMSUM_LANES, when="")]
 
@@ -299,7 +302,6 @@ SCAN_ARGS = [
     i32("op"),
     i64("chunk", aligned=True),  # a multiple of 16 (csrc/ops/scan.c), so a row's chunks stay aligned
 ]
-SCAN_TYPES = ["fp16", "bf16", "fp32", "i32", "i64", "bool"]
 
 KERNELS = [
     Kernel(
@@ -312,7 +314,7 @@ KERNELS = [
             ptr("W", "i64", aligned=False),
             *SCAN_ARGS,
         ],
-        keys={"T": SCAN_TYPES, "O": ["fp16", "bf16", "fp32", "i64"], "CHUNKED": [False, True]},
+        keys={"T": SCAN_TYPES, "O": FLOAT_TYPES + ["i64"], "CHUNKED": [False, True]},
         combos=scan_types,
         grid_args=[i64("segments"), i64("parts")],
         grid=["segments", "cdiv(inner, BLOCK_I)", "parts"],
