@@ -4,7 +4,8 @@ out = act(alpha * (a @ b) + beta * input) + residual (addmm, linear; gate_linear
 a (M, K) has contiguous rows; b (K, N) is either N-contiguous or K-contiguous (a transposed weight); c (M, N) is
 contiguous; a batch stride of 0 broadcasts. Tiles are visited in groups of GROUP_M rows for L2 reuse; the batch
 index is folded into grid x (no 65535 limit). Decode batches take narrow tiles (16 x 32 up to 16 rows, 64 x 32
-up to 64), then 64 x 64 tiles up to 256 rows (weights of at most 8192 columns), larger problems a 128-row tile.
+up to 64; 16 x 64 and 32 x 64 up to 16 and 32 rows against a transposed weight of more than 32 rows per SM), then
+64 x 64 tiles up to 256 rows (weights of at most 8192 columns), larger problems a 128-row tile.
 The K loop runs unmasked over whole blocks and peels the tail, so the pipelined main loop has no masks. fp16/bf16
 accumulate in float32 on tensor cores; float32 is multiplied in full precision (no TF32).
 
@@ -17,6 +18,12 @@ gate_linear's act(x1) * x2 was tried in this kernel's prologue (the A tile gated
 H100 it ran at half the unfused sequence's speed at 4096^3 (the gating is repeated for every column tile, on the
 warps that feed the tensor cores) and 1.3-1.6x slower than a separate gating pass at 1 and 16 rows, so gate_linear
 gates in a pass of its own (csrc/ops/matmul.c).
+
+One row of a against a transposed weight (decode at batch 1: linear, gate_linear, the LM head's one-row chunks) takes
+gemv_kernel instead: CUDA cores, each thread's products summed once after the K loop, and narrow programs (8 weight
+rows). The 16-row tensor-core tile pads that row to 16 and left an H100 at 0.84-0.89x cuBLAS on 4096 to 14336-wide
+weights, where this form reads 0.99-1.14x (benchmarks/experiments/gemv_forms.py). Two or more rows keep the tensor
+cores: a CUDA-core form holding several rows' products lost to them from 2 rows on.
 """
 
 import triton
@@ -139,6 +146,39 @@ def _epilogue(acc, C, Input, Residual, cm, cn, M, N, stride_cm, stride_im, strid
     tl.store(C + cm[:, None].to(tl.int64) * stride_cm + cn[None, :], acc.to(C.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def gemv_kernel(A, B, C, Input, Residual, N, K, stride_b, stride_in, alpha, beta, has_input, has_residual, act,
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False):  # fmt: skip
+    """c[0, n] = act(alpha * (a[0, :] . b[n, :]) + beta * input[n]) + residual[0, n] for one contiguous row a and b
+    (N, K) with contiguous rows, on CUDA cores in float32 (full precision for float32 too). Each thread keeps its
+    products of the (BLOCK_N, BLOCK_K) tile apart until the K loop ends, so the loop carries no reduction."""
+    wait_for_predecessor(PDL)
+    pid = tl.program_id(0)
+    rn = (pid * BLOCK_N + tl.arange(0, BLOCK_N)) % N  # rows past the edge read a valid row, dropped at the store
+    rk = tl.arange(0, BLOCK_K)
+    b_ptrs = B + rn[:, None].to(tl.int64) * stride_b + rk[None, :]
+    a_ptrs = A + rk
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for _ in range(0, K // BLOCK_K):
+        acc += tl.load(b_ptrs).to(tl.float32) * tl.load(a_ptrs).to(tl.float32)[None, :]
+        b_ptrs += BLOCK_K
+        a_ptrs += BLOCK_K
+    tail = K % BLOCK_K
+    if tail:
+        b = tl.load(b_ptrs, mask=rk[None, :] < tail, other=0.0).to(tl.float32)
+        acc += b * tl.load(a_ptrs, mask=rk < tail, other=0.0).to(tl.float32)[None, :]
+    row = tl.reshape(tl.sum(acc, axis=1), (1, BLOCK_N))
+    cn = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    _epilogue(row, C, Input, Residual, tl.arange(0, 1), cn, 1, N, 0, 0, stride_in, 0, alpha, beta, has_input,
+              has_residual, act)  # fmt: skip
+
+
+def gemv_configs(target: Target, keys) -> list[Config]:
+    """8 weight rows a program, 16 KB of them a step in 16-bit types (8 KB in float32's half as deep steps);
+    measured on an H100 only (gemv_forms.py: 8 x 512 ahead of 16 x 512, 16 x 256 and 32 x 256 by 0-20%)."""
+    return [Config({"BLOCK_N": 8, "BLOCK_K": 256 if keys["T"] == "fp32" else 512}, num_warps=4, num_stages=3)]
+
+
 def configs(target: Target, keys) -> list[Config]:
     if keys["T"] == "fp32":  # CUDA cores
         return [Config({"IEEE": True, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)]
@@ -149,8 +189,14 @@ def configs(target: Target, keys) -> list[Config]:
     # of 128 up to 64 (2.0-2.3 and 1.9-2.0 TB/s there by a JIT sweep, cuBLAS 2.0-2.2). Up to 256 rows on a weight
     # of at most 8192 columns the 128-row tile still leaves most SMs idle (16-64 programs for 4096 columns:
     # 0.36-0.46x cuBLAS); 64 x 64 tiles give it 4x as many. Aligned arguments only (fallback=False): a rare
-    # unaligned call takes the 128-row tile's unhinted variant.
+    # unaligned call takes the 128-row tile's unhinted variant. A transposed weight of more than 32 rows per SM
+    # (6144, 14336 and 128256 rows on an H100) gives the 16 x 32 tile 1.5-3.4 programs per SM, read at 2.0-2.3 TB/s
+    # in the wheel; 16 x 64 tiles of 128-deep steps read 2.3-2.7 there (cuBLAS 2.2-2.8) and lose 10% on 4096 rows,
+    # and 32 x 64 ones lift 17 rows from 2.0-2.3 to 2.2-2.9 (benchmarks/results/h100-2026-11-26-experiments.md,
+    # stop 34). Measured on transposed weights only; a b of contiguous rows keeps the narrow tiles.
+    wide = [(m, 64, 128, 1, deep, f"M <= {m} && N > 32 * NUM_SMS") for m in (16, 32)] if keys["B_K_CONTIGUOUS"] else []
     narrow = [  # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, when
+        *wide,
         (16, 32, 256, 1, deep, "M <= 16"),
         (64, 32, 128, 1, deep, "M <= 64"),
         (64, 64, 64, 8, 4, "M <= 256 && N <= 8192"),
@@ -210,5 +256,28 @@ KERNELS = [
         grid_args=[i64("batch")],
         grid=["cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) * batch", "1", "1"],
         configs=configs,
+    ),
+    Kernel(
+        fn=gemv_kernel,
+        op="matmul",
+        args=[
+            ptr("A", "T"),
+            ptr("B", "T"),
+            ptr("C", "T", aligned=False),
+            ptr("Input", "T", aligned=False),
+            ptr("Residual", "T", aligned=False),
+            i32("N"),
+            i32("K"),
+            i64("stride_b", aligned=True),
+            i64("stride_in"),
+            f32("alpha"),
+            f32("beta"),
+            i32("has_input"),
+            i32("has_residual"),
+            i32("act"),
+        ],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid=["cdiv(N, BLOCK_N)", "1", "1"],
+        configs=gemv_configs,
     ),
 ]

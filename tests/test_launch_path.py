@@ -442,6 +442,57 @@ GEMM_PRELUDE = """
 
 
 @needs_sm90
+def test_one_row_against_a_weight_takes_the_gemv_kernel(fake_driver):
+    """One row of a against a transposed weight goes to gemv_kernel, plain (matmul) and fused (gemm: input, residual,
+    alpha, beta, act; after the gating pass), 8 weight rows a program; a row against an N-contiguous b, two rows and
+    a batch of one-row products keep matmul_kernel, whose few-row tile widens on weights of more than 32 rows per
+    SM."""
+    r = scenario(
+        fake_driver,
+        GEMM_PRELUDE
+        + f"""
+        fake.fake_cuda_expect_params(24)
+        a = tensor((1, 64), "bfloat16", {A})
+        wt = tensor((64, 50), "bfloat16", {B}, strides=(1, 64))  # a (50, 64) weight, transposed
+        out = tensor((1, 50), "bfloat16", {C})
+        _library.call("xopsaot_matmul", (a, wt, out), 0)
+        bias, res = tensor((50,), "bfloat16", {C} + 2**20), tensor((1, 50), "bfloat16", {C} + 2**21)
+        gemm(a, wt, out, input=bias, residual=res, alpha=0.5, beta=2.0, act=3)
+        gemm(a, wt, out, gate=tensor((1, 64), "bfloat16", {A} + 2**22), gate_act=4)
+        _library.call("xopsaot_matmul", (a, tensor((64, 50), "bfloat16", {B}), out), 0)
+        _library.call("xopsaot_matmul", (tensor((2, 64), "bfloat16", {A}), wt, tensor((2, 50), "bfloat16", {C})), 0)
+        _library.call("xopsaot_matmul", (tensor((3, 1, 64), "bfloat16", {A}), wt, tensor((3, 1, 50), "bfloat16", {C})),
+                      0)
+        wt_odd = tensor((63, 50), "bfloat16", {B}, strides=(1, 63))  # rows of 63: the unhinted variant
+        _library.call("xopsaot_matmul", (tensor((1, 63), "bfloat16", {A}), wt_odd, out), 0)
+        for m, n in ((2, 4224), (2, 4240), (32, 4240), (33, 4240)):  # 32 rows per SM of the fake's 132, and past
+            wide, out = tensor((64, n), "bfloat16", {B}, strides=(1, 64)), tensor((m, n), "bfloat16", {C})
+            _library.call("xopsaot_matmul", (tensor((m, 64), "bfloat16", {A}), wide, out), 0)
+        emit(launches=launches())
+    """,
+    )
+    plain, fused, gate_pass, gated, n_contiguous, two_rows, batched, unaligned, *tiles = r["launches"]
+    gemv = [plain, fused, gated, unaligned]
+    assert [x["kernel"] for x in gemv] == ["gemv_kernel"] * 4 and [x["grid"] for x in gemv] == [[7, 1, 1]] * 4
+    # A, B, C, Input, Residual, N, K, stride_b, stride_in, alpha, beta, has_input, has_residual, act
+    assert decode(plain["params"], "gemv_kernel")[:14] == [A, B, C, 0, 0, 50, 64, 64, 0, 1.0, 0.0, 0, 0, -1]
+    p = decode(fused["params"], "gemv_kernel")
+    assert p[:14] == [A, B, C, C + 2**20, C + 2**21, 50, 64, 64, 1, 0.5, 2.0, 1, 1, 3]
+    assert gate_pass["kernel"] == "gated_activation_kernel"
+    assert decode(gated["params"], "gemv_kernel")[0] == decode(gate_pass["params"], "gated_activation_kernel")[2]
+    assert plain["variant"]["aligned_args"] and unaligned["variant"]["aligned_args"] == []
+    assert decode(unaligned["params"], "gemv_kernel")[5:8] == [50, 63, 63]
+    for x in (n_contiguous, two_rows, batched):
+        assert x["kernel"] == "matmul_kernel"
+    assert n_contiguous["variant"]["keys"]["B_K_CONTIGUOUS"] is False
+    # up to 16 and 32 rows against a weight of more than 32 rows per SM take 16 x 64 and 32 x 64 tiles of 128-deep
+    # steps; 33 rows keep the 64 x 32 tile
+    tile = [[x["variant"]["constexprs"][c] for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K")] for x in tiles]
+    assert tile == [[16, 32, 256], [16, 64, 128], [32, 64, 128], [64, 32, 128]]
+    assert [x["grid"][0] for x in tiles] == [4224 // 32, 4240 // 64 + 1, 4240 // 64 + 1, 4240 // 32 + 1]
+
+
+@needs_sm90
 def test_gemm_epilogue_and_gate_arguments(fake_driver):
     """linear's bias row and residual, addmm's column input and beta 0, the gating pass, the unhinted fallback for
     an N the hints miss, and the C layer's refusals."""

@@ -27,6 +27,12 @@ SHAPES = [(1, 1, 1), (17, 33, 17), (16, 64, 128), (128, 64, 256), (129, 65, 255)
 SHAPES += [(5, 512, 64), (16, 592, 80), (64, 272, 48), (33, 256, 32)]
 # 65 to 256 rows (64 x 64 tiles up to 8192 columns), and past 256 rows the 128-row tile's aligned variant
 SHAPES += [(65, 128, 96), (300, 64, 48)]
+# one row against a transposed weight (gemv_kernel, 8 rows of 512-deep steps, 256 in float32): whole steps, a K
+# tail and a row edge, the hinted variant (rows of a multiple of 16); (1, 300, 64) above takes the unhinted one
+SHAPES += [(1, 1024, 16), (1, 1040, 37)]
+# up to 16 and 32 rows against a transposed weight of more than 32 rows per SM (16 x 64 and 32 x 64 tiles of
+# 128-deep steps): 8208 rows are past that on GPUs of up to 256 SMs
+SHAPES += [(16, 272, 8208), (17, 128, 8208)]
 
 
 def ran(where):
@@ -178,5 +184,5 @@ def test_matmul_family_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_matmul_variant_was_checked():
-    missing = unexercised({"matmul_kernel"}, GPU_USED)
+    missing = unexercised({"matmul_kernel", "gemv_kernel"}, GPU_USED)
     assert not missing, f"matmul variants never exercised: {missing}"

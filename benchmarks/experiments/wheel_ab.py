@@ -8,12 +8,14 @@ logsumexp on rows of 50k-128k), rotary (apply_rotary and rotary_qk), held_rows (
 rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first,
 middle and last dims), strided (x.T + y, and x * y with x's heads permuted), group_norm_held (unsplit groups of
 32768, x the same or rotated past L2), held_softmax (softmax and log_softmax around softmax_held_kernel's rows),
-held_pairs (the norms with a residual or a gate on rows past 32768 elements); all of them when none is named.
+held_pairs (the norms with a residual or a gate on rows past 32768 elements), decode_linear (linear and gate_linear
+on one and two rows against weights of 4096 to 128256 rows); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -76,6 +78,37 @@ def linear(label: str) -> None:
     ours = bench(lambda: xopsaot.linear(a, w, b, activation="gelu", residual=r))
     eager = bench(lambda: F.gelu(F.linear(a, w, b)) + r)
     line(label, "linear gelu + bias + residual", (n, n, n), "tflops", flop / ours / 1e9, flop / eager / 1e9)
+
+
+def decode_linear(label: str) -> None:
+    """One row (and two, which keep the tensor-core tile) against a layer's weight, each call reading the next of
+    several weights past the L2: linear plain and with a bias, gate_linear with a bias and a residual (float32 too,
+    plain); TB/s of the weight's bytes against F.linear and torch's unfused gating. AB_ROWS=2,4,16 times other row
+    counts (the float32 row only at the default)."""
+    row_counts = [int(m) for m in os.environ.get("AB_ROWS", "1,2").split(",")]
+    for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (6144, 4096), (128256, 4096)):
+        w = Rotation(lambda n=n, k=k: randn(n, k) * k**-0.5).next
+        bias = randn(n)
+        nbytes = n * k * 2
+        for m in row_counts:
+            x1, x2, res = randn(m, k), randn(m, k), randn(m, n)
+            for name, ours, eager in (
+                ("linear", lambda: xopsaot.linear(x1, w()), lambda: F.linear(x1, w())),
+                ("linear + bias", lambda: xopsaot.linear(x1, w(), bias), lambda: F.linear(x1, w(), bias)),
+                (
+                    "gate_linear + bias + residual",
+                    lambda: xopsaot.gate_linear(x1, x2, w(), bias, res),
+                    lambda: F.linear(F.silu(x1) * x2, w(), bias) + res,
+                ),
+            ):
+                ours_tbps, eager_tbps = nbytes / bench_queued(ours) / 1e9, nbytes / bench_queued(eager) / 1e9
+                line(label, name, (m, k, n), "tbps", ours_tbps, eager_tbps)
+    if "AB_ROWS" in os.environ:
+        return
+    w32 = Rotation(lambda: torch.randn(4096, 4096, device="cuda") * 4096**-0.5).next
+    x32 = torch.randn(1, 4096, device="cuda")
+    ours, eager = bench_queued(lambda: xopsaot.linear(x32, w32())), bench_queued(lambda: F.linear(x32, w32()))
+    line(label, "linear float32", (1, 4096, 4096), "tbps", 4096**2 * 4 / ours / 1e9, 4096**2 * 4 / eager / 1e9)
 
 
 def group_norm(label: str) -> None:
@@ -277,6 +310,7 @@ GROUPS["strided"] = strided
 GROUPS["group_norm_held"] = group_norm_held
 GROUPS["held_softmax"] = held_softmax
 GROUPS["held_pairs"] = held_pairs
+GROUPS["decode_linear"] = decode_linear
 
 
 def main() -> None:

@@ -22,6 +22,19 @@ static xopsaot_status check_sizes(int64_t m, int64_t n, int64_t k, const xopsaot
   return XOPSAOT_SUCCESS;
 }
 
+/* One row of a against a K-contiguous b (a transposed weight): gemv_kernel, CUDA cores (kernels_src/matmul.py says
+ * why), with gemm's epilogue as run-time switches (the plain product passes none). */
+static xopsaot_status launch_gemv(void *a, const xopsaot_tensor *b, void *out, void *input, int64_t stride_in,
+                                  void *residual, float alpha, float beta, int act, int64_t n, int64_t k, int device,
+                                  void *stream) {
+  xk_gemv_kernel_args args = {.A = a, .B = b->data, .C = out, .Input = input, .Residual = residual,
+                              .N = (int32_t)n, .K = (int32_t)k, .stride_b = b->strides[b->ndim - 1],
+                              .stride_in = stride_in, .alpha = alpha, .beta = beta, .has_input = input != NULL,
+                              .has_residual = residual != NULL, .act = act};
+  xk_gemv_kernel_keys keys = {.T = b->dtype};
+  return xo_launch(&xk_gemv_kernel, &keys.T, &args, device, stream);
+}
+
 xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
                               void *stream) {
   static const char op[] = "matmul";
@@ -60,6 +73,8 @@ xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, 
       .stride_b = k_contiguous ? b->strides[b->ndim - 1] : b->strides[b->ndim - 2],
       .stride_cz = out_ndim == 3 ? out->strides[0] : 0, .stride_cm = out->strides[out_ndim - 2], .alpha = 1.0f,
       .act = -1, .batch = batch};
+  if (m == 1 && batch == 1 && k_contiguous)
+    return launch_gemv(a->data, b, out->data, NULL, 0, NULL, 1.0f, 0.0f, -1, n, k, a->device, stream);
   xk_matmul_kernel_keys keys = {.T = a->dtype, .B_K_CONTIGUOUS = k_contiguous, .EPILOGUE = 0};
   return xo_launch(&xk_matmul_kernel, &keys.T, &args, a->device, stream);
 }
@@ -168,7 +183,11 @@ xopsaot_status xopsaot_gemm(const xopsaot_tensor *a, const xopsaot_tensor *b, co
       .beta = options->beta, .has_input = use_input, .has_residual = residual != NULL, .act = options->act,
       .batch = 1};
   xk_matmul_kernel_keys keys = {.T = a->dtype, .B_K_CONTIGUOUS = k_contiguous, .EPILOGUE = 1};
-  xopsaot_status st = xo_launch(&xk_matmul_kernel, &keys.T, &args, a->device, stream);
+  xopsaot_status st =
+      m == 1 && k_contiguous
+          ? launch_gemv(a->data, b, out->data, args.Input, stride_in, args.Residual, options->alpha, options->beta,
+                        options->act, n, k, a->device, stream)
+          : xo_launch(&xk_matmul_kernel, &keys.T, &args, a->device, stream);
   if (gate) xo_workspace_free(a->device, stream, gated.data);
   return st;
 }
