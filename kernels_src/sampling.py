@@ -175,6 +175,9 @@ KERNELS = [
         keys={"T": ["fp16", "bf16", "fp32"]},
         grid_args=[i64("n_rows")],
         grid=["n_rows", "1", "1"],
-        configs=[Config({"BLOCK": 4096}, num_warps=8)],
+        # a program's passes are bound by the bytes its loads keep in flight, one row per SM at small batches: 16384
+        # elements a step over 32 warps (2 stages) took an H100's one-row top_k + top_p from 554 to 435 us and 256
+        # rows' from 1540 to 910 against 4096 over 8 warps (benchmarks/experiments/sample_blocks.py, stop 34)
+        configs=[Config({"BLOCK": 16384}, num_warps=32, num_stages=2)],
     ),
 ]

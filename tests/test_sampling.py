@@ -170,16 +170,21 @@ def test_sample_paths_agree(rng):
 
 @pytest.mark.gpu
 def test_sample_large_vocabulary(rng):
-    """128256 logits per row (and an odd 100003, the unhinted variant): top_k and top_p sets hold."""
+    """128256 logits per row (and an odd 100003, the unhinted variant), several of the kernel's steps of 16384 and a
+    tail: top_k and top_p sets hold, and each token is the Gumbel argmax the test forms from the Philox draws."""
+    gumbel = -np.log(-np.log(((draws(128_256, 5, 0, stream=np.arange(8)) >> np.uint32(8)) + 0.5) * 2.0**-24))
     for n, dtype in ((128_256, "bfloat16"), (128_256, "float32"), (100_003, "float16")):
         logits = typed("gpu", rng.standard_normal((8, n)) * 3, dtype)
         x = host(logits)
-        for top_k, top_p in ((20, None), (None, 0.5), (1000, 0.9), (1, None)):
+        for top_k, top_p in ((20, None), (None, 0.5), (1000, 0.9), (1, None), (None, None)):
             out = tokens(xopsaot.sample(logits, 0.9, top_k, top_p, seed=5))
             ran("gpu")
             for r in range(8):
                 p = kept_probabilities(x[r], 0.9, top_k, top_p)
-                assert p[out[r]] > 0, f"{n} k={top_k} p={top_p} row {r}: token {out[r]} outside the kept set"
+                what = f"{n} k={top_k} p={top_p} row {r}: token {out[r]}"
+                assert p[out[r]] > 0, f"{what} outside the kept set"
+                score = np.where(p > 0, x[r] / 0.9 + gumbel[r, :n], -np.inf)
+                assert score[out[r]] >= score.max() - 1e-4 * max(1.0, abs(score.max())), f"{what}: not the argmax"
 
 
 @pytest.mark.parametrize("where", PATHS)
