@@ -9,7 +9,8 @@ rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), sca
 middle and last dims), strided (x.T + y, and x * y with x's heads permuted), group_norm_held (unsplit groups of
 32768, x the same or rotated past L2), held_softmax (softmax and log_softmax around softmax_held_kernel's rows),
 held_pairs (the norms with a residual or a gate on rows past 32768 elements), decode_linear (linear and gate_linear
-on one and two rows against weights of 4096 to 128256 rows); all of them when none is named.
+on one and two rows against weights of 4096 to 128256 rows), fused_linear (linear with bias, gelu_tanh and residual,
+and plain, at 4096^3 and 8192^3 under sustained load); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -23,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from run import Rotation, bench, bench_queued, warm_up_gpu  # noqa: E402
+from run import Rotation, bench, bench_queued, bench_sustained, warm_up_gpu  # noqa: E402
 
 import xopsaot  # noqa: E402
 
@@ -109,6 +110,19 @@ def decode_linear(label: str) -> None:
     x32 = torch.randn(1, 4096, device="cuda")
     ours, eager = bench_queued(lambda: xopsaot.linear(x32, w32())), bench_queued(lambda: F.linear(x32, w32()))
     line(label, "linear float32", (1, 4096, 4096), "tbps", 4096**2 * 4 / ours / 1e9, 4096**2 * 4 / eager / 1e9)
+
+
+def fused_linear(label: str) -> None:
+    """linear with a bias, gelu_tanh and a residual against torch eager's unfused sequence, and the plain linear, at
+    4096^3 and 8192^3, timed under sustained load (bench_sustained: these products run an H100 at its power cap)."""
+    for n in (4096, 8192):
+        a, w, b, r = randn(n, n), randn(n, n) * n**-0.5, randn(n), randn(n, n)
+        flop = 2 * n**3
+        fused = bench_sustained(lambda: xopsaot.linear(a, w, b, "gelu_tanh", r))[0]
+        eager = bench_sustained(lambda: F.gelu(F.linear(a, w, b), approximate="tanh") + r)[0]
+        line(label, "linear + bias, gelu_tanh, + residual", (n, n, n), "tflops", flop / fused / 1e9, flop / eager / 1e9)
+        plain, cublas = bench_sustained(lambda: xopsaot.linear(a, w))[0], bench_sustained(lambda: F.linear(a, w))[0]
+        line(label, "linear", (n, n, n), "tflops", flop / plain / 1e9, flop / cublas / 1e9)
 
 
 def group_norm(label: str) -> None:
@@ -311,6 +325,7 @@ GROUPS["group_norm_held"] = group_norm_held
 GROUPS["held_softmax"] = held_softmax
 GROUPS["held_pairs"] = held_pairs
 GROUPS["decode_linear"] = decode_linear
+GROUPS["fused_linear"] = fused_linear
 
 
 def main() -> None:
