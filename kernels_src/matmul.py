@@ -3,9 +3,9 @@ out = act(alpha * (a @ b) + beta * input) + residual (addmm, linear; gate_linear
 
 a (M, K) has contiguous rows; b (K, N) is either N-contiguous or K-contiguous (a transposed weight); c (M, N) is
 contiguous; a batch stride of 0 broadcasts. Tiles are visited in groups of GROUP_M rows for L2 reuse; the batch
-index is folded into grid x (no 65535 limit). Decode batches take narrow tiles (16 x 32 up to 16 rows, 64 x 32
-up to 64; 16 x 64 and 32 x 64 up to 16 and 32 rows against a transposed weight of more than 32 rows per SM), then
-64 x 64 tiles up to 256 rows (weights of at most 8192 columns), larger problems a 128-row tile.
+index is folded into grid x (no 65535 limit). Decode batches take narrow tiles (16 x 32 up to 16 rows, 32 x 32 up
+to 32, 64 x 32 up to 64; 16 x 64 and 32 x 64 up to 16 and 32 rows against a transposed weight of more than 32 rows
+per SM), then 64 x 64 tiles up to 256 rows (weights of at most 8192 columns), larger problems a 128-row tile.
 The K loop runs unmasked over whole blocks and peels the tail, so the pipelined main loop has no masks. fp16/bf16
 accumulate in float32 on tensor cores; float32 is multiplied in full precision (no TF32).
 
@@ -193,11 +193,15 @@ def configs(target: Target, keys) -> list[Config]:
     # (6144, 14336 and 128256 rows on an H100) gives the 16 x 32 tile 1.5-3.4 programs per SM, read at 2.0-2.3 TB/s
     # in the wheel; 16 x 64 tiles of 128-deep steps read 2.3-2.7 there (cuBLAS 2.2-2.8) and lose 10% on 4096 rows,
     # and 32 x 64 ones lift 17 rows from 2.0-2.3 to 2.2-2.9 (benchmarks/results/h100-2026-11-26-experiments.md,
-    # stop 34). Measured on transposed weights only; a b of contiguous rows keeps the narrow tiles.
+    # stop 34). Measured on transposed weights only; a b of contiguous rows keeps the narrow tiles. 17 to 32 rows on
+    # other weights take 32 x 32 tiles of 256-deep steps (128 on the 99 KB parts): the 64-row tile reads its rows
+    # twice as often from L2 and left 4096 x 4096 at 2.0 TB/s and 4096 x 14336 at 2.0-2.4, where these read 2.2 and
+    # 2.6 (cuBLAS 2.1-2.2 and 2.5-2.7).
     wide = [(m, 64, 128, 1, deep, f"M <= {m} && N > 32 * NUM_SMS") for m in (16, 32)] if keys["B_K_CONTIGUOUS"] else []
     narrow = [  # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, when
         *wide,
         (16, 32, 256, 1, deep, "M <= 16"),
+        (32, 32, 256 if big_smem else 128, 1, deep, "M <= 32"),
         (64, 32, 128, 1, deep, "M <= 64"),
         (64, 64, 64, 8, 4, "M <= 256 && N <= 8192"),
     ]

@@ -347,7 +347,7 @@ def test_config_predicates_and_keys(fake_driver):
         emit(launches=launches())
     """,
     )
-    small, mid, loop, unaligned, residual, mm, mm_t, decode, decode_64, rows_256, large, *wide = r["launches"]
+    small, mid, loop, unaligned, residual, mm, mm_t, decode, decode_32, rows_256, large, *wide = r["launches"]
     *wide, layer_affine, layer_no_bias, layer_16k = wide
     # layer norms with a weight and a bias held in blocks of 32768 take the config with those switches compiled in
     assert layer_affine["variant"]["constexprs"] == {
@@ -378,10 +378,10 @@ def test_config_predicates_and_keys(fake_driver):
     assert mm_t["variant"]["keys"] == {"B_K_CONTIGUOUS": True, **plain}
     tiles = -(-64 // mm["variant"]["constexprs"]["BLOCK_M"]) * -(-48 // mm["variant"]["constexprs"]["BLOCK_N"])
     assert mm["grid"] == [tiles * 2, 1, 1]
-    # decode batches take narrow tiles, one program per 32 columns: 16 rows up to 16, 64 up to 64
+    # decode batches take narrow tiles, one program per 32 columns: 16 rows up to 16, 32 up to 32 (64 up to 64)
     assert decode["variant"]["when"] == "M <= 16" and decode["variant"]["constexprs"]["BLOCK_M"] == 16
     assert decode["grid"] == [-(-48 // decode["variant"]["constexprs"]["BLOCK_N"]), 1, 1] == [2, 1, 1]
-    assert decode_64["variant"]["when"] == "M <= 64" and decode_64["variant"]["constexprs"]["BLOCK_M"] == 64
+    assert decode_32["variant"]["when"] == "M <= 32" and decode_32["variant"]["constexprs"]["BLOCK_M"] == 32
     # then 64 x 64 tiles up to 256 rows (at most 8192 columns), the 128-row tile past them
     assert rows_256["variant"]["when"] == "M <= 256 && N <= 8192"
     assert rows_256["variant"]["constexprs"]["BLOCK_M"] == 64 == rows_256["variant"]["constexprs"]["BLOCK_N"]
@@ -465,7 +465,7 @@ def test_one_row_against_a_weight_takes_the_gemv_kernel(fake_driver):
                       0)
         wt_odd = tensor((63, 50), "bfloat16", {B}, strides=(1, 63))  # rows of 63: the unhinted variant
         _library.call("xopsaot_matmul", (tensor((1, 63), "bfloat16", {A}), wt_odd, out), 0)
-        for m, n in ((2, 4224), (2, 4240), (32, 4240), (33, 4240)):  # 32 rows per SM of the fake's 132, and past
+        for m, n in ((2, 4224), (2, 4240), (32, 4240), (33, 4240), (32, 4224)):  # 32 rows per SM of the fake's 132
             wide, out = tensor((64, n), "bfloat16", {B}, strides=(1, 64)), tensor((m, n), "bfloat16", {C})
             _library.call("xopsaot_matmul", (tensor((m, 64), "bfloat16", {A}), wide, out), 0)
         emit(launches=launches())
@@ -486,10 +486,10 @@ def test_one_row_against_a_weight_takes_the_gemv_kernel(fake_driver):
         assert x["kernel"] == "matmul_kernel"
     assert n_contiguous["variant"]["keys"]["B_K_CONTIGUOUS"] is False
     # up to 16 and 32 rows against a weight of more than 32 rows per SM take 16 x 64 and 32 x 64 tiles of 128-deep
-    # steps; 33 rows keep the 64 x 32 tile
+    # steps; 33 rows keep the 64 x 32 tile; 32 rows on a weight of up to 32 rows per SM take 32 x 32 x 256
     tile = [[x["variant"]["constexprs"][c] for c in ("BLOCK_M", "BLOCK_N", "BLOCK_K")] for x in tiles]
-    assert tile == [[16, 32, 256], [16, 64, 128], [32, 64, 128], [64, 32, 128]]
-    assert [x["grid"][0] for x in tiles] == [4224 // 32, 4240 // 64 + 1, 4240 // 64 + 1, 4240 // 32 + 1]
+    assert tile == [[16, 32, 256], [16, 64, 128], [32, 64, 128], [64, 32, 128], [32, 32, 256]]
+    assert [x["grid"][0] for x in tiles] == [4224 // 32, 4240 // 64 + 1, 4240 // 64 + 1, 4240 // 32 + 1, 4224 // 32]
 
 
 @needs_sm90

@@ -33,6 +33,8 @@ SHAPES += [(1, 1024, 16), (1, 1040, 37)]
 # up to 16 and 32 rows against a transposed weight of more than 32 rows per SM (16 x 64 and 32 x 64 tiles of
 # 128-deep steps): 8208 rows are past that on GPUs of up to 256 SMs
 SHAPES += [(16, 272, 8208), (17, 128, 8208)]
+# 17 to 32 rows on other weights (32 x 32 tiles of 256-deep steps): whole steps and a K tail
+SHAPES += [(24, 528, 48)]
 
 
 def ran(where):
