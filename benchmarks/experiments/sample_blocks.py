@@ -6,7 +6,7 @@ does it all, bound by how many bytes its loads keep in flight. Device microsecon
 logits every call, as a decode step's sampling reads the logits the LM head just wrote); every JIT result must equal
 the wheel's tokens (same seed: the draws and the thresholds do not depend on the tile).
 
-    python3 benchmarks/experiments/sample_blocks.py [--rows 1,8,64,256] [--wheel-only]
+    python3 benchmarks/experiments/sample_blocks.py [--rows 1,8,64,256] [--wheel-only] [--dtype float32]
 """
 
 import sys
@@ -29,6 +29,7 @@ TILES = [(4096, 8, 3), (4096, 8, 1), (8192, 8, 3), (8192, 16, 3), (16384, 16, 2)
 FILTERS = [(1.0, 0, 1.0), (0.7, 50, 1.0), (0.7, 0, 0.9), (0.7, 50, 0.9)]  # temperature, top_k (0: none), top_p
 # the seed and the offset past 32 bits, so that the JIT types them as the wheel's int64 parameters
 VOCAB, SEED, OFFSET = 128256, 2**40 + 1234, 2**32
+DTYPE = torch.bfloat16
 
 
 def launch(logits, out, tile, temperature, top_k, top_p):
@@ -43,11 +44,13 @@ def launch(logits, out, tile, temperature, top_k, top_p):
 def main() -> None:
     rows_arg = sys.argv[sys.argv.index("--rows") + 1] if "--rows" in sys.argv else "1,8,64,256"
     rows_list = [int(r) for r in rows_arg.split(",")]
+    global DTYPE
+    DTYPE = getattr(torch, sys.argv[sys.argv.index("--dtype") + 1]) if "--dtype" in sys.argv else torch.bfloat16
     warm_up_gpu()
     print("us per call; a cell with (!) gave other tokens than the wheel")
     print("rows temperature top_k top_p", "torch", "wheel", *["/".join(map(str, t)) for t in TILES], sep="\t")
     for rows in rows_list:
-        logits = torch.randn(rows, VOCAB, device="cuda", dtype=torch.bfloat16) * 4
+        logits = torch.randn(rows, VOCAB, device="cuda", dtype=DTYPE) * 4
         for temperature, top_k, top_p in FILTERS:
             kwargs = {"top_k": top_k or None, "top_p": top_p if top_p < 1 else None}
             wheel = xopsaot.sample(logits, temperature, seed=SEED, offset=OFFSET, **kwargs)
