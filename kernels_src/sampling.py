@@ -8,8 +8,10 @@ sorting the vocabulary. One program per row streams the row (it stays in L2 betw
   4. argmax of x / temperature + g over the kept tokens, g = -log(-log(u)) Gumbel noise from Philox4x32-10
      (first index on ties); temperature 0 takes the argmax of x (greedy) and ignores top_k and top_p.
 Token i of row r (first_row + the program's row) draws output i % 4 of counter (offset + i // 4 (low, high word),
-r, 0) under key (seed low, high), u = (top 24 bits + 0.5) / 2^24, so python/xopsaot/_philox.py reproduces every
-draw on the CPU path."""
+r, 0) under key (seed low, high), u = (top 23 bits + 0.5) / 2^23, so python/xopsaot/_philox.py reproduces every
+draw on the CPU path. Every such u is exact in float32 and below 1: with 24 bits, (2^24 - 1 + 0.5) / 2^24 rounded to
+1.0, whose noise is +inf, and a token drawing it won whatever its probability (a uniform pick in 0.76% of the rows of
+an unfiltered 128256-token vocabulary)."""
 
 import triton
 import triton.language as tl
@@ -137,7 +139,7 @@ def sample_kernel(
         counter = offset + start // 4 + tl.arange(0, BLOCK // 4)
         r0, r1, r2, r3 = philox4x32(counter.to(tl.uint32), (counter >> 32).to(tl.uint32), row_word, zero, k0, k1)
         bits = tl.reshape(tl.join(tl.join(r0, r2), tl.join(r1, r3)), (BLOCK,))  # element i takes output i % 4
-        u = ((bits >> 8).to(tl.float32) + 0.5) * 5.9604644775390625e-08
+        u = ((bits >> 9).to(tl.float32) + 0.5) * 1.1920928955078125e-07  # (k + 0.5) / 2^23, exact: below 1
         c = start + cols
         x = tl.load(X + c, mask=c < n, other=-float("inf")).to(tl.float32)
         gumbel = tl.where(greedy, 0.0, -tl.log(-tl.log(u)))

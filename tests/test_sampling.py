@@ -130,7 +130,7 @@ def test_sample_rows(request, rng, where):
         )
     )
     ran(where)
-    u = ((draws(n, seed, offset, stream=np.arange(rows)) >> np.uint32(8)).astype(np.float64) + 0.5) * 2.0**-24
+    u = ((draws(n, seed, offset, stream=np.arange(rows)) >> np.uint32(9)).astype(np.float64) + 0.5) * 2.0**-23
     gumbel = -np.log(-np.log(u))
     for r in range(rows):
         if temperature[r] == 0:
@@ -141,6 +141,21 @@ def test_sample_rows(request, rng, where):
         score = np.where(p > 0, x[r].astype(np.float64) / temperature[r] + gumbel[r], -np.inf)
         assert score[out[r]] >= score.max() - 1e-4 * max(1.0, abs(score.max())), f"row {r}: not the Gumbel argmax"
     assert out[0] == 5
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_sample_top_draw_gives_finite_noise(where):
+    """A token whose draw is the largest (top 24 bits all ones: seed 1, counter 6318945, output 1) gets finite
+    Gumbel noise: at logit -30 among 999 zeros it is never sampled. (u rounded to 1.0 in float32 once, and the token
+    won with noise +inf.)"""
+    seed, offset = 1, 6318945
+    assert draws(4, seed, offset)[1] >> 8 == 0xFFFFFF
+    x = np.zeros((2, 1000), np.float32)
+    x[:, 1] = -30.0
+    for dtype in FLOATS:
+        out = tokens(xopsaot.sample(typed(where, x, dtype), 1.0, seed=seed, offset=offset))
+        ran(where)
+        assert out[0] != 1, f"{where} {dtype}: the token of the largest draw was sampled at logit -30"
 
 
 @pytest.mark.parametrize("where", PATHS)
@@ -172,7 +187,7 @@ def test_sample_paths_agree(rng):
 def test_sample_large_vocabulary(rng):
     """128256 logits per row (and an odd 100003, the unhinted variant), several of the kernel's steps of 16384 and a
     tail: top_k and top_p sets hold, and each token is the Gumbel argmax the test forms from the Philox draws."""
-    gumbel = -np.log(-np.log(((draws(128_256, 5, 0, stream=np.arange(8)) >> np.uint32(8)) + 0.5) * 2.0**-24))
+    gumbel = -np.log(-np.log(((draws(128_256, 5, 0, stream=np.arange(8)) >> np.uint32(9)) + 0.5) * 2.0**-23))
     for n, dtype in ((128_256, "bfloat16"), (128_256, "float32"), (100_003, "float16")):
         logits = typed("gpu", rng.standard_normal((8, n)) * 3, dtype)
         x = host(logits)

@@ -20,9 +20,10 @@ from .matmul import _check_lm_head, _k_contiguous, _rows
 
 
 def _gumbel(first: int, rows: int, n: int, seed: int, offset: int) -> np.ndarray:
-    """The float32 Gumbel noise (rows, n) the kernel draws for rows first.. (row r is Philox stream r)."""
+    """The float32 Gumbel noise (rows, n) the kernel draws for rows first.. (row r is Philox stream r): u = (top 23
+    bits + 0.5) / 2^23, exact in float32 and below 1, so the noise is finite."""
     bits = _philox.draws(n, seed, offset, stream=np.arange(first, first + rows))
-    u = ((bits >> np.uint32(8)).astype(np.float32) + np.float32(0.5)) * np.float32(2.0**-24)
+    u = ((bits >> np.uint32(9)).astype(np.float32) + np.float32(0.5)) * np.float32(2.0**-23)
     return -np.log(-np.log(u))
 
 
