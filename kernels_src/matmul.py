@@ -189,14 +189,14 @@ def configs(target: Target, keys) -> list[Config]:
     # of 128 up to 64 (2.0-2.3 and 1.9-2.0 TB/s there by a JIT sweep, cuBLAS 2.0-2.2). Up to 256 rows on a weight
     # of at most 8192 columns the 128-row tile still leaves most SMs idle (16-64 programs for 4096 columns:
     # 0.36-0.46x cuBLAS); 64 x 64 tiles give it 4x as many. Aligned arguments only (fallback=False): a rare
-    # unaligned call takes the 128-row tile's unhinted variant. A transposed weight of more than 32 rows per SM
-    # (6144, 14336 and 128256 rows on an H100) gives the 16 x 32 tile 1.5-3.4 programs per SM, read at 2.0-2.3 TB/s
-    # in the wheel; 16 x 64 tiles of 128-deep steps read 2.3-2.7 there (cuBLAS 2.2-2.8) and lose 10% on 4096 rows,
-    # and 32 x 64 ones lift 17 rows from 2.0-2.3 to 2.2-2.9 (benchmarks/results/h100-2026-11-26-experiments.md,
-    # stop 34). Measured on transposed weights only; a b of contiguous rows keeps the narrow tiles. 17 to 32 rows on
-    # other weights take 32 x 32 tiles of 256-deep steps (128 on the 99 KB parts): the 64-row tile reads its rows
-    # twice as often from L2 and left 4096 x 4096 at 2.0 TB/s and 4096 x 14336 at 2.0-2.4, where these read 2.2 and
-    # 2.6 (cuBLAS 2.1-2.2 and 2.5-2.7).
+    # unaligned call takes the 128-row tile's unhinted variant. Transposed weights of more than 32 rows per SM read
+    # at 2.1-2.3 TB/s in the wheel at 6144 and 14336 rows on an H100 (1.5 and 3.4 programs of the 16 x 32 tile per
+    # SM); 16 x 64 tiles of 128-deep steps read 2.3-2.7 there (cuBLAS 2.2-2.8), equal at 128256 rows, and lose 10% on
+    # 4096 rows; 32 x 64 ones lift 17 rows from 2.0-2.3 to 2.2-2.9 on 6144 to 128256 rows
+    # (benchmarks/results/h100-2026-11-26-experiments.md, stop 34). Measured on transposed weights only; a b of
+    # contiguous rows keeps the narrow tiles. 17 to 32 rows on other weights take 32 x 32 tiles of 256-deep steps (128
+    # on the 99 KB parts): the 64-row tile reads its rows twice as often from L2 and left 4096 x 4096 at 2.0 TB/s and
+    # 4096 x 14336 at 2.0-2.4, where these read 2.2 and 2.6 (cuBLAS 2.1-2.2 and 2.5-2.7).
     wide = [(m, 64, 128, 1, deep, f"M <= {m} && N > 32 * NUM_SMS") for m in (16, 32)] if keys["B_K_CONTIGUOUS"] else []
     narrow = [  # BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, when
         *wide,
