@@ -46,6 +46,19 @@ def tokens(out) -> np.ndarray:
     return host(out).astype(np.int64)
 
 
+def gumbel_noise(n: int, seed: int, offset: int, rows: int) -> np.ndarray:
+    """The Gumbel noise (rows, n) of rows 0..rows-1 in float64, formed here from the Philox draws as the kernel's
+    docstring says: u = (top 23 bits + 0.5) / 2^23."""
+    u = ((draws(n, seed, offset, stream=np.arange(rows)) >> np.uint32(9)).astype(np.float64) + 0.5) * 2.0**-23
+    return -np.log(-np.log(u))
+
+
+def assert_gumbel_argmax(token: int, x: np.ndarray, p: np.ndarray, temperature: float, gumbel: np.ndarray, what: str):
+    """token is the argmax of x / temperature + gumbel over the kept tokens (p > 0), to float32 rounding."""
+    score = np.where(p > 0, x.astype(np.float64) / temperature + gumbel, -np.inf)
+    assert score[token] >= score.max() - 1e-4 * max(1.0, abs(score.max())), f"{what}: not the Gumbel argmax"
+
+
 def kept_probabilities(x: np.ndarray, temperature: float, top_k=None, top_p=None) -> np.ndarray:
     """The distribution a row should be sampled from, in float64: softmax(x / T) over the tokens top_k and then
     top_p keep (ties at a threshold kept), renormalized."""
@@ -130,16 +143,14 @@ def test_sample_rows(request, rng, where):
         )
     )
     ran(where)
-    u = ((draws(n, seed, offset, stream=np.arange(rows)) >> np.uint32(9)).astype(np.float64) + 0.5) * 2.0**-23
-    gumbel = -np.log(-np.log(u))
+    gumbel = gumbel_noise(n, seed, offset, rows)
     for r in range(rows):
         if temperature[r] == 0:
             assert out[r] == np.argmax(x[r]), f"row {r}: greedy"
             continue
         p = kept_probabilities(x[r], float(temperature[r]), int(top_k[r]) or None, float(top_p[r]))
         assert p[out[r]] > 0, f"row {r}: token {out[r]} is outside the kept set"
-        score = np.where(p > 0, x[r].astype(np.float64) / temperature[r] + gumbel[r], -np.inf)
-        assert score[out[r]] >= score.max() - 1e-4 * max(1.0, abs(score.max())), f"row {r}: not the Gumbel argmax"
+        assert_gumbel_argmax(out[r], x[r], p, float(temperature[r]), gumbel[r], f"row {r}")
     assert out[0] == 5
 
 
@@ -187,7 +198,7 @@ def test_sample_paths_agree(rng):
 def test_sample_large_vocabulary(rng):
     """128256 logits per row (and an odd 100003, the unhinted variant), several of the kernel's steps of 16384 and a
     tail: top_k and top_p sets hold, and each token is the Gumbel argmax the test forms from the Philox draws."""
-    gumbel = -np.log(-np.log(((draws(128_256, 5, 0, stream=np.arange(8)) >> np.uint32(9)) + 0.5) * 2.0**-23))
+    gumbel = gumbel_noise(128_256, 5, 0, 8)
     for n, dtype in ((128_256, "bfloat16"), (128_256, "float32"), (100_003, "float16")):
         logits = typed("gpu", rng.standard_normal((8, n)) * 3, dtype)
         x = host(logits)
@@ -198,8 +209,7 @@ def test_sample_large_vocabulary(rng):
                 p = kept_probabilities(x[r], 0.9, top_k, top_p)
                 what = f"{n} k={top_k} p={top_p} row {r}: token {out[r]}"
                 assert p[out[r]] > 0, f"{what} outside the kept set"
-                score = np.where(p > 0, x[r] / 0.9 + gumbel[r, :n], -np.inf)
-                assert score[out[r]] >= score.max() - 1e-4 * max(1.0, abs(score.max())), f"{what}: not the argmax"
+                assert_gumbel_argmax(out[r], x[r], p, 0.9, gumbel[r, :n], what)
 
 
 @pytest.mark.parametrize("where", PATHS)

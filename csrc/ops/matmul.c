@@ -67,14 +67,14 @@ xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, 
   int k_contiguous;
   XO_TRY(b_layout(b, k, n, op, &k_contiguous));
   XO_TRY(xo_require_key(&xk_matmul_kernel, XK_MATMUL_KERNEL_KEY_T, a->dtype, "matmul: dtype"));
+  if (m == 1 && batch == 1 && k_contiguous)
+    return launch_gemv(a->data, b, out->data, NULL, 0, NULL, 1.0f, 0.0f, -1, n, k, a->device, stream);
   xk_matmul_kernel_args args = {
       .A = a->data, .B = b->data, .C = out->data, .M = (int32_t)m, .N = (int32_t)n, .K = (int32_t)k, .stride_az = batch_a > 1 ? a->strides[0] : 0, .stride_am = a->strides[a->ndim - 2],
       .stride_bz = batch_b > 1 ? b->strides[0] : 0,
       .stride_b = k_contiguous ? b->strides[b->ndim - 1] : b->strides[b->ndim - 2],
       .stride_cz = out_ndim == 3 ? out->strides[0] : 0, .stride_cm = out->strides[out_ndim - 2], .alpha = 1.0f,
       .act = -1, .batch = batch};
-  if (m == 1 && batch == 1 && k_contiguous)
-    return launch_gemv(a->data, b, out->data, NULL, 0, NULL, 1.0f, 0.0f, -1, n, k, a->device, stream);
   xk_matmul_kernel_keys keys = {.T = a->dtype, .B_K_CONTIGUOUS = k_contiguous, .EPILOGUE = 0};
   return xo_launch(&xk_matmul_kernel, &keys.T, &args, a->device, stream);
 }
