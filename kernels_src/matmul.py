@@ -19,6 +19,12 @@ H100 it ran at half the unfused sequence's speed at 4096^3 (the gating is repeat
 warps that feed the tensor cores) and 1.3-1.6x slower than a separate gating pass at 1 and 16 rows, so gate_linear
 gates in a pass of its own (csrc/ops/matmul.c).
 
+On Hopper, 16-bit 2-D products past the decode batches' tiles take matmul_ws (_matmul_ws.py, Gluon): persistent,
+warp-specialized, TMA in and out, the same epilogue with a bias row (ws_configs says where). Under sustained load on
+an H100, linear reads 656 / 671 TFLOP/s at 4096^3 / 8192^3 there (cuBLAS 684 / 666; this kernel 608 / 649), and
+linear with a bias, gelu_tanh and a residual 566 / 627 (torch eager's unfused sequence 528 / 606; this kernel 541 /
+593): benchmarks/results/h100-2026-11-26-lm-ops.md, stop 35 in h100-2026-11-26-experiments.md.
+
 One row of a against a transposed weight (decode at batch 1: linear, gate_linear, the LM head's one-row chunks) takes
 gemv_kernel instead: CUDA cores, each thread's products summed once after the K loop, and narrow programs (8 weight
 rows). The 16-row tensor-core tile pads that row to 16 and left an H100 at 0.84-0.89x cuBLAS on 4096 to 14336-wide
@@ -29,9 +35,12 @@ cores: a CUDA-core form holding several rows' products lost to them from 2 rows 
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, Target, f32, i32, i64, ptr
+from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hopper, ptr, tensor_desc
+from kernels_src._attention_ws import WG_ROWS
+from kernels_src._matmul_ws import matmul_ws
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src.activation import _activate
+from kernels_src.attention import ws_maxnreg
 
 
 @triton.jit
@@ -224,6 +233,27 @@ def configs(target: Target, keys) -> list[Config]:
     return [*decode, Config({"IEEE": False, **tile, "GROUP_M": 8}, num_warps=4, num_stages=4)]
 
 
+def ws_configs(target: Target, keys) -> list[Config]:
+    """matmul_ws: 128 x 256 tiles of 64-deep steps in three stages (144 KB) beside the two consumers' output tiles
+    (64 KB); where those would fill less than 90% of the multiprocessors, 128 x 128 tiles in five stages (160 + 32
+    KB). It serves what matmul_kernel's 128-row tile would (more than 256 rows, or more than 8192 columns, past the
+    decode batches' narrow tiles), and takes a bias row only (stride_im 0): other inputs stay with matmul_kernel.
+    H100, bf16 (benchmarks/results/h100-2026-11-26-experiments.md, stop 35): 512 x 14336 -> 4096 went from 446 to
+    718 TFLOP/s on the narrower tile, 1024 x 14336 -> 4096 (128 of the wide tiles) read 798 on the wide one, 743 on
+    the narrow one."""
+    serves = "M > 64 && (M > 256 || N > 8192) && stride_im == 0"
+    narrow = f"{serves} && 10 * cdiv(M, 128) * cdiv(N, 256) < 9 * NUM_SMS"
+    configs = []
+    for block_n, stages, when in ((128, 5, narrow), (256, 3, serves)):
+        box = (block_n, 64) if keys["B_K_CONTIGUOUS"] else (64, block_n)
+        constexprs = {"BLOCK_N": block_n, "BLOCK_K": 64, "STAGES": stages, "B_ROWS": box[0], "B_COLS": box[1]}
+        configs.append(Config(constexprs, num_warps=4, num_stages=1, maxnreg=ws_maxnreg(128), when=when))
+    return configs
+
+
+# the fused epilogue's run-time switches, last among each matmul kernel's arguments
+EPILOGUE_ARGS = [f32("alpha"), f32("beta"), i32("has_input"), i32("has_residual"), i32("act")]
+
 KERNELS = [
     Kernel(
         fn=matmul_kernel,
@@ -246,11 +276,7 @@ KERNELS = [
             i64("stride_im"),
             i64("stride_in"),
             i64("stride_rm", aligned=True),
-            f32("alpha"),
-            f32("beta"),
-            i32("has_input"),
-            i32("has_residual"),
-            i32("act"),
+            *EPILOGUE_ARGS,
         ],
         keys={
             "T": ["fp16", "bf16", "fp32"],
@@ -274,14 +300,32 @@ KERNELS = [
             i32("K"),
             i64("stride_b", aligned=True),
             i64("stride_in"),
-            f32("alpha"),
-            f32("beta"),
-            i32("has_input"),
-            i32("has_residual"),
-            i32("act"),
+            *EPILOGUE_ARGS,
         ],
         keys={"T": ["fp16", "bf16", "fp32"]},
         grid=["cdiv(N, BLOCK_N)", "1", "1"],
         configs=gemv_configs,
+    ),
+    Kernel(
+        fn=matmul_ws,
+        op="matmul",
+        args=[
+            tensor_desc("desc_a", "T", (WG_ROWS.value, "BLOCK_K")),
+            tensor_desc("desc_b", "T", ("B_ROWS", "B_COLS")),
+            tensor_desc("desc_c", "T", (WG_ROWS.value, "BLOCK_N")),
+            tensor_desc("desc_r", "T", (WG_ROWS.value, "BLOCK_N")),
+            ptr("Input", "T"),  # 16-byte aligned (or NULL): the bias row's loads are vectors
+            i32("M"),
+            i32("N"),
+            i32("K"),
+            i64("stride_im"),
+            i64("stride_in"),
+            *EPILOGUE_ARGS,
+        ],
+        keys={"T": ["fp16", "bf16"], "B_K_CONTIGUOUS": [False, True]},
+        grid=[f"min(cdiv(M, {2 * WG_ROWS.value}) * cdiv(N, BLOCK_N), NUM_SMS)", "1", "1"],  # two consumers' rows
+        configs=ws_configs,
+        aligned=ALIGNED_ONLY,
+        targets=is_hopper,
     ),
 ]

@@ -173,7 +173,14 @@ def test_every_compiled_variant_was_checked(request):
     covered_elsewhere |= {"activation_kernel", "gated_activation_kernel", "rotary_kernel", "lrpe_cosine_kernel"}
     covered_elsewhere |= {"elementwise_kernel", "elementwise_strided_kernel", "dropout_kernel", "scan_kernel"}
     covered_elsewhere |= {"scan_totals_kernel"}
-    covered_elsewhere |= {"matmul_kernel", "gemv_kernel", "cross_entropy_kernel", "loss_reduce_kernel", "sample_kernel"}
+    covered_elsewhere |= {
+        "matmul_kernel",
+        "gemv_kernel",
+        "matmul_ws",
+        "cross_entropy_kernel",
+        "loss_reduce_kernel",
+        "sample_kernel",
+    }
     covered_elsewhere |= {"softmax_kernel", "softmax_held_kernel"}
     kernels = {k["name"] for k in _library.manifest()["kernels"]} - covered_elsewhere
     missing = unexercised(kernels, USED)

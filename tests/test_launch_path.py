@@ -336,7 +336,8 @@ def test_config_predicates_and_keys(fake_driver):
         _library.call("xopsaot_matmul", (tensor((16, 32), "bfloat16"), bt, tensor((16, 48), "bfloat16")), 0)
         _library.call("xopsaot_matmul", (tensor((17, 32), "bfloat16"), bt, tensor((17, 48), "bfloat16")), 0)
         _library.call("xopsaot_matmul", (tensor((65, 32), "bfloat16"), bt, tensor((65, 48), "bfloat16")), 0)
-        _library.call("xopsaot_matmul", (tensor((257, 32), "bfloat16"), bt, tensor((257, 48), "bfloat16")), 0)
+        bt30 = tensor((30, 48), "bfloat16", strides=(1, 30))  # rows of 60 bytes, which TMA cannot take
+        _library.call("xopsaot_matmul", (tensor((257, 30), "bfloat16"), bt30, tensor((257, 48), "bfloat16")), 0)
         for n in (12288, 20000, 40000, 73728):
             x = tensor((3, n))
             _library.call("xopsaot_rms_norm", (x, tensor((n,)), None, x, None), 1e-6, 0)
@@ -382,10 +383,12 @@ def test_config_predicates_and_keys(fake_driver):
     assert decode["variant"]["when"] == "M <= 16" and decode["variant"]["constexprs"]["BLOCK_M"] == 16
     assert decode["grid"] == [-(-48 // decode["variant"]["constexprs"]["BLOCK_N"]), 1, 1] == [2, 1, 1]
     assert decode_32["variant"]["when"] == "M <= 32" and decode_32["variant"]["constexprs"]["BLOCK_M"] == 32
-    # then 64 x 64 tiles up to 256 rows (at most 8192 columns), the 128-row tile past them
+    # then 64 x 64 tiles up to 256 rows (at most 8192 columns), the 128-row tile past them where matmul_ws does not
+    # apply (test_hopper_products_take_matmul_ws)
     assert rows_256["variant"]["when"] == "M <= 256 && N <= 8192"
     assert rows_256["variant"]["constexprs"]["BLOCK_M"] == 64 == rows_256["variant"]["constexprs"]["BLOCK_N"]
-    assert large["variant"]["when"] == "" and large["variant"]["constexprs"]["BLOCK_M"] == 128
+    assert large["kernel"] == "matmul_kernel" and large["variant"]["when"] == ""
+    assert large["variant"]["constexprs"]["BLOCK_M"] == 128
 
 
 @needs_sm90
@@ -439,6 +442,78 @@ GEMM_PRELUDE = """
             r = error_of(lambda: gemm(*args, **kw))
             return r and r[1]
 """
+
+
+@needs_sm90
+def test_hopper_products_take_matmul_ws(fake_driver):
+    """On sm_90, 2-D products past the decode batches' tiles (more than 256 rows, or 65 or more against more than 8192
+    columns) go to matmul_ws: the launcher encodes 2-D descriptors of a's, b's, the output's and the residual's rows
+    (the output's again without a residual), and the grid is one program per multiprocessor at most. An input that
+    is not a row, rows TMA cannot take (their bytes not a multiple of 16, a base off 16 bytes), a bias off 16 bytes
+    and batches keep matmul_kernel."""
+    r = scenario(
+        fake_driver,
+        GEMM_PRELUDE
+        + f"""
+        fake.fake_cuda_expect_params(33)
+        a = tensor((300, 64), "bfloat16", {A})
+        wt = tensor((64, 1000), "bfloat16", {B}, strides=(1, 64))  # a (1000, 64) weight, transposed
+        out, bias, res = tensor((300, 1000), "bfloat16", {C}), tensor((1000,), "bfloat16", {D}), tensor((300, 1000),
+                         "bfloat16", {E})
+        gemm(a, wt, out, input=bias, residual=res, alpha=0.5, beta=2.0, act=2)
+        gemm(a, tensor((64, 1000), "bfloat16", {B}), out)  # b of contiguous rows
+        _library.call("xopsaot_matmul", (tensor((65, 64), "bfloat16", {A}), tensor((64, 8200), "bfloat16", {B}),
+                      tensor((65, 8200), "bfloat16", {C})), 0)
+        _library.call("xopsaot_matmul", (tensor((4400, 64), "bfloat16", {A}), wt, tensor((4400, 1000), "bfloat16",
+                      {C})), 0)
+        maps = tensor_maps()
+        gemm(a, wt, out, input=tensor((300, 1000), "bfloat16", {D}))  # an input of rows
+        gemm(tensor((300, 60), "bfloat16", {A}), tensor((60, 1000), "bfloat16", {B}, strides=(1, 60)), out)
+        gemm(a, wt, tensor((300, 1000), "bfloat16", {C} + 2))
+        gemm(a, wt, out, input=tensor((1000,), "bfloat16", {D} + 2))
+        _library.call("xopsaot_matmul", (tensor((2, 300, 64), "bfloat16", {A}), wt, tensor((2, 300, 1000), "bfloat16",
+                      {C})), 0)
+        _library.call("xopsaot_matmul", (tensor((256, 64), "bfloat16", {A}), wt, tensor((256, 1000), "bfloat16",
+                      {C})), 0)
+        emit(launches=launches(), maps=maps)
+    """,
+    )
+    fused, rows_b, wide, tall, *rest = r["launches"]
+    assert [x["kernel"] for x in (fused, rows_b, wide, tall)] == ["matmul_ws"] * 4
+    assert [x["kernel"] for x in rest] == ["matmul_kernel"] * 6
+    assert fused["variant"]["keys"] == {"B_K_CONTIGUOUS": True} and rows_b["variant"]["keys"] == {
+        "B_K_CONTIGUOUS": False
+    }
+    block_n = fused["variant"]["constexprs"]["BLOCK_N"]
+    # two consumer warpgroups of 64 rows and the loader's warp group; a program per 128 x BLOCK_N tile, at most one
+    # per multiprocessor (the fake has 132)
+    assert fused["block"] == [32 * 4 * 3, 1, 1]
+    assert fused["grid"] == [3 * -(-1000 // block_n), 1, 1] and tall["grid"] == [132, 1, 1]
+    assert wide["grid"] == [-(-8200 // block_n), 1, 1]
+    bf16, swizzle_128b = 9, 3  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B
+    a_map = {"address": A, "dims": [64, 300], "strides": [128], "box": [64, 64], "dtype": bf16,
+             "swizzle": swizzle_128b, "oob_fill": 0}  # fmt: skip
+    w_map = {**a_map, "address": B, "dims": [64, 1000], "box": [64, block_n]}
+    b_map = {**a_map, "address": B, "dims": [1000, 64], "strides": [2000], "box": [64, 64]}  # b's rows, in copies
+    out_map = {**a_map, "address": C, "dims": [1000, 300], "strides": [2000], "box": [64, 64]}
+    res_map = {**out_map, "address": E}
+    assert r["maps"][:4] == [a_map, w_map, out_map, res_map]
+    assert r["maps"][4:8] == [a_map, b_map, out_map, out_map]  # no residual: the output's map in its place
+
+    def descriptors(launch):
+        return [x & 0xFFFFFFFF if i % 5 in (1, 2) else x for i, x in enumerate(launch["params"][:20])]
+
+    p = descriptors(fused)
+    # each descriptor: the map (its first word the address), dims (int32), strides (int64)
+    assert p[0:5] == [A, 300, 64, 64, 1] and p[5:10] == [B, 1000, 64, 64, 1]
+    assert p[10:15] == [C, 300, 1000, 1000, 1] and p[15:20] == [E, 300, 1000, 1000, 1]
+    q = fused["params"][20:]
+    i32 = [struct.unpack("<i", struct.pack("<I", x & 0xFFFFFFFF))[0] for x in q]
+    f32 = [struct.unpack("<f", struct.pack("<I", x & 0xFFFFFFFF))[0] for x in q]
+    assert q[0] == D and i32[1:4] == [300, 1000, 64] and q[4:6] == [0, 1]  # the bias; M, N, K; a row: stride_im 0
+    assert f32[6:8] == [0.5, 2.0] and i32[8:11] == [1, 1, 2]  # alpha, beta; input, residual, act (gelu tanh)
+    assert q[11:] == [0, 0]  # the hidden scratch arguments
+    assert descriptors(rows_b)[5:10] == [B, 64, 1000, 1000, 1]
 
 
 @needs_sm90
@@ -600,7 +675,8 @@ def test_cross_entropy_and_sampling_launches(fake_driver):
     (sample,) = r["sample"]
     p = decode(sample["params"], "sample_kernel")
     assert p[:4] == [A, C, B, 0] and p[7:15] == [pytest.approx(0.7), 50, pytest.approx(0.9), 1, 0, 0, 1234, 8]
-    assert [x["kernel"] for x in r["ls"]] == ["matmul_kernel", "sample_kernel"] * 3  # 128 rows of 2^20 fit
+    # 128 rows of 2^20 fit: two chunks of 128 rows take matmul_ws, the last 44 a decode tile
+    assert [x["kernel"] for x in r["ls"]] == ["matmul_ws", "sample_kernel"] * 2 + ["matmul_kernel", "sample_kernel"]
     assert [decode(x["params"], "sample_kernel")[15] for x in r["ls"][1::2]] == [0, 128, 256]  # first rows
     assert r["allocs"] == r["frees"] == 3
     assert "target has dtype float32" in r["bad_target"][1] and "top_p is 0" in r["bad_p"][1]

@@ -35,6 +35,12 @@ SHAPES += [(1, 1024, 16), (1, 1040, 37)]
 SHAPES += [(16, 272, 8208), (17, 128, 8208)]
 # 17 to 32 rows on other weights (32 x 32 tiles of 256-deep steps): whole steps and a K tail
 SHAPES += [(24, 528, 48)]
+# on Hopper, past those tiles (more than 256 rows, or 65 or more against more than 8192 columns) matmul_ws: tiles of
+# 64-deep steps read by TMA (zeros past every edge), 128 x 128 where 128 x 256 ones would not fill the GPU: the last
+# row tile of 1 row, a K tail of 8, a column tail of 8; one partly filled row tile of 8200 columns; then more tiles
+# than multiprocessors (H100: 162 of 128 x 128, 165 of 128 x 256), so that programs take several tiles and the
+# ring's phases carry across them
+SHAPES += [(257, 136, 520), (72, 64, 8200), (2200, 72, 1032), (4100, 72, 1032)]
 
 
 def ran(where):
@@ -72,6 +78,11 @@ def test_mm_and_bmm(request, rng, where):
         a, b = arr(rng, (3, 17, 40), dtype, where), arr(rng, (3, 40, 24), dtype, where)
         assert_close(host(xopsaot.bmm(a, b)), np.matmul(f64(a), f64(b)), dtype, f"bmm {dtype}")
         ran(where)
+        # batches past 256 rows: matmul_kernel's 128-row tile (matmul_ws takes 2-D products only), either layout
+        a = arr(rng, (2, 300, 64), dtype, where)
+        for b in (arr(rng, (2, 64, 48), dtype, where), arr(rng, (2, 48, 64), dtype, where).swapaxes(1, 2)):
+            assert_close(host(xopsaot.bmm(a, b)), np.matmul(f64(a), f64(b)), dtype, f"bmm {dtype} 300 rows")
+            ran(where)
 
 
 @pytest.mark.parametrize("where", PATHS)
@@ -186,5 +197,5 @@ def test_matmul_family_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_matmul_variant_was_checked():
-    missing = unexercised({"matmul_kernel", "gemv_kernel"}, GPU_USED)
+    missing = unexercised({"matmul_kernel", "gemv_kernel", "matmul_ws"}, GPU_USED)
     assert not missing, f"matmul variants never exercised: {missing}"

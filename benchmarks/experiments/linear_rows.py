@@ -1,6 +1,7 @@
 """xopsaot.linear against F.linear (cuBLAS) from 64 to 2048 rows, bf16, no bias: device time of queued calls, each
-reading the next of several weights (together past the L2). Past 64 rows the wheel's matmul takes its 128-row
-tile, which gives a 4096-column weight few programs until the rows reach about a thousand.
+reading the next of several weights (together past the L2). Past 64 rows matmul_kernel took its 128-row tile, which
+gives a 4096-column weight few programs until the rows reach about a thousand; since stop 35, on Hopper, past 256
+rows matmul_ws takes them (128 x 128 tiles where 128 x 256 ones would not fill the GPU).
 
     python3 benchmarks/experiments/linear_rows.py
 """

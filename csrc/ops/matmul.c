@@ -35,6 +35,43 @@ static xopsaot_status launch_gemv(void *a, const xopsaot_tensor *b, void *out, v
   return xo_launch(&xk_gemv_kernel, &keys.T, &args, device, stream);
 }
 
+/* Hopper: matmul_ws (kernels_src/_matmul_ws.py), whose TMA descriptors of a's, b's, the output's and the residual's
+ * rows are made here. Sets *launched to 0, launching nothing, where it does not apply (no sm_90 variant, the config's
+ * predicate, rows TMA cannot take, rows that overlap): the caller then takes matmul_kernel. */
+static xopsaot_status launch_ws(const xk_matmul_kernel_args *m, const xk_matmul_kernel_keys *mk,
+                                const xopsaot_tensor *b, int device, void *stream, int *launched) {
+  const int64_t elem = xo_dtype_size(b->dtype), k_major = mk->B_K_CONTIGUOUS;
+  const xo_tma_desc out = {.base = m->C, .rank = 2, .shape = {m->M, m->N}, .strides = {m->stride_cm, 1}};
+  xk_matmul_ws_args args = {
+      .desc_a = {.base = m->A, .rank = 2, .shape = {m->M, m->K}, .strides = {m->stride_am, 1}},
+      .desc_b = {.base = m->B, .rank = 2, .shape = {k_major ? m->N : m->K, k_major ? m->K : m->N},
+                 .strides = {m->stride_b, 1}},
+      .desc_c = out,
+      .desc_r = m->has_residual ? (xo_tma_desc){.base = m->Residual, .rank = 2, .shape = {m->M, m->N},
+                                                .strides = {m->stride_rm, 1}}
+                                : out,
+      .Input = m->Input, .M = m->M, .N = m->N, .K = m->K, .stride_im = m->stride_im, .stride_in = m->stride_in,
+      .alpha = m->alpha, .beta = m->beta, .has_input = m->has_input, .has_residual = m->has_residual,
+      .act = m->act};
+  xk_matmul_ws_keys keys = {.T = b->dtype, .B_K_CONTIGUOUS = mk->B_K_CONTIGUOUS};
+  *launched = m->stride_am >= m->K && m->stride_b >= args.desc_b.shape[1] && m->stride_cm >= m->N &&
+              (!m->has_residual || m->stride_rm >= m->N) && xo_tma_unfit(&args.desc_a, elem) < 0 &&
+              xo_tma_unfit(&args.desc_b, elem) < 0 && xo_tma_unfit(&args.desc_c, elem) < 0 &&
+              xo_tma_unfit(&args.desc_r, elem) < 0 && xo_can_launch(&xk_matmul_ws, &keys.T, &args, device);
+  return *launched ? xo_launch(&xk_matmul_ws, &keys.T, &args, device, stream) : XOPSAOT_SUCCESS;
+}
+
+/* matmul_kernel, or matmul_ws where it applies (2-D products). */
+static xopsaot_status launch_matmul(const xk_matmul_kernel_args *args, const xk_matmul_kernel_keys *keys,
+                                    const xopsaot_tensor *b, int device, void *stream) {
+  int launched = 0;
+  if (args->batch == 1) {
+    xopsaot_status st = launch_ws(args, keys, b, device, stream, &launched);
+    if (launched || st) return st;
+  }
+  return xo_launch(&xk_matmul_kernel, &keys->T, args, device, stream);
+}
+
 xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, const xopsaot_tensor *out,
                               void *stream) {
   static const char op[] = "matmul";
@@ -70,13 +107,14 @@ xopsaot_status xopsaot_matmul(const xopsaot_tensor *a, const xopsaot_tensor *b, 
   if (m == 1 && batch == 1 && k_contiguous)
     return launch_gemv(a->data, b, out->data, NULL, 0, NULL, 1.0f, 0.0f, -1, n, k, a->device, stream);
   xk_matmul_kernel_args args = {
-      .A = a->data, .B = b->data, .C = out->data, .M = (int32_t)m, .N = (int32_t)n, .K = (int32_t)k, .stride_az = batch_a > 1 ? a->strides[0] : 0, .stride_am = a->strides[a->ndim - 2],
+      .A = a->data, .B = b->data, .C = out->data, .M = (int32_t)m, .N = (int32_t)n, .K = (int32_t)k,
+      .stride_az = batch_a > 1 ? a->strides[0] : 0, .stride_am = a->strides[a->ndim - 2],
       .stride_bz = batch_b > 1 ? b->strides[0] : 0,
       .stride_b = k_contiguous ? b->strides[b->ndim - 1] : b->strides[b->ndim - 2],
       .stride_cz = out_ndim == 3 ? out->strides[0] : 0, .stride_cm = out->strides[out_ndim - 2], .alpha = 1.0f,
       .act = -1, .batch = batch};
   xk_matmul_kernel_keys keys = {.T = a->dtype, .B_K_CONTIGUOUS = k_contiguous, .EPILOGUE = 0};
-  return xo_launch(&xk_matmul_kernel, &keys.T, &args, a->device, stream);
+  return launch_matmul(&args, &keys, b, a->device, stream);
 }
 
 static xopsaot_status check_act(int act, const char *op, const char *name) {
@@ -187,7 +225,7 @@ xopsaot_status xopsaot_gemm(const xopsaot_tensor *a, const xopsaot_tensor *b, co
       m == 1 && k_contiguous
           ? launch_gemv(a->data, b, out->data, args.Input, stride_in, args.Residual, options->alpha, options->beta,
                         options->act, n, k, a->device, stream)
-          : xo_launch(&xk_matmul_kernel, &keys.T, &args, a->device, stream);
+          : launch_matmul(&args, &keys, b, a->device, stream);
   if (gate) xo_workspace_free(a->device, stream, gated.data);
   return st;
 }
