@@ -12,6 +12,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -220,6 +221,7 @@ def compile_all(variants: list[Variant], cache: Cache, jobs: int, timeout: float
 def _run_pool(variants, indices, jobs, timeout, results, log, on_result) -> list[str]:
     ctx = mp.get_context("spawn")
     triton_cache = tempfile.mkdtemp(prefix="xopsaot-triton-")
+    previous_cache = os.environ.get("TRITON_CACHE_DIR")
     os.environ["TRITON_CACHE_DIR"] = triton_cache  # inherited by the workers; our cache replaces Triton's
     pending = list(reversed(indices))
     workers = {}  # conn -> [process, job index or None, start time]
@@ -286,4 +288,10 @@ def _run_pool(variants, indices, jobs, timeout, results, log, on_result) -> list
             proc.join(timeout=5)
             if proc.is_alive():
                 os.killpg(proc.pid, signal.SIGKILL)
+        # Triton's own cache of this build's intermediates (about 1 GB for every arch) was left in /tmp before
+        shutil.rmtree(triton_cache, ignore_errors=True)
+        if previous_cache is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = previous_cache
     return failures

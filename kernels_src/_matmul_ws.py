@@ -1,13 +1,16 @@
 """Hopper matmul with warp specialization, in Gluon (Triton 3.9 specializes no warps of a Triton kernel on sm_90):
-c = act(alpha * (a @ w.T) + beta * input) + residual for a (M, K) and w (N, K) with contiguous rows, a linear
-layer's weight or any K-contiguous b. The launcher makes both TMA descriptors on the host.
+c = act(alpha * (a @ b) + beta * input) + residual for a (M, K) with contiguous rows and b either a weight's (N, K)
+rows (K-contiguous, as linear's) or (K, N) rows. The launcher makes the TMA descriptors (a, b, the output, the
+residual) on the host.
 
-A persistent program per multiprocessor walks the output tiles (BLOCK_M = 128 rows by BLOCK_N columns, grouped
-GROUP_M row tiles at a time for L2 reuse). A one-warp partition streams each tile's A and B steps through TMA into a
-ring of shared-memory stages; two consumer warpgroups, 64 rows each, multiply a stage as soon as it lands, release
-the one before, and run the epilogue from their accumulators. The loader does not wait for the epilogue: it fills
-the ring with the next tile's first steps meanwhile, so a tile's products start as soon as the last one's stores are
-issued. TMA reads zeros past M, N and K, so the K loop has no masks and K needs no multiple of BLOCK_K.
+A persistent program per multiprocessor walks the work items: output tiles (128 rows by BLOCK_N columns, GROUP_M
+row tiles at a time for L2 reuse), each tile's K steps in k_splits slices. A one-warp partition streams each item's
+A and B steps through TMA into a ring of shared-memory stages; two consumer warpgroups, 64 rows each, multiply a
+stage as soon as it lands, release the one before, and run the epilogue from their accumulators: through shared
+memory and a TMA store, the residual TMA'd there during the products. The loader does not wait for the epilogue: it
+fills the ring with the next item's first steps meanwhile. TMA reads zeros past M, N and K and drops stores past M
+and N, so nothing is masked and K needs no multiple of BLOCK_K. Split along K, each slice's float32 sums go to a
+workspace instead, which matmul.py's matmul_reduce_kernel adds up and finishes with the epilogue.
 
 Compared with matmul_kernel's pointer loads at 255 registers (which the fused epilogue's loads push into spills),
 each consumer has 240 registers for its 64 x BLOCK_N accumulator and the epilogue, and issues no address arithmetic.
@@ -40,6 +43,16 @@ def _tile(tile, tiles_m, tiles_n):
     return first_m + (tile % group) % group_m, (tile % group) // group_m
 
 
+@gluon.jit
+def _work(item, tiles_m, tiles_n, k_steps, k_splits):
+    """The item-th work item's tile and its K steps [k_first, k_last): a tile's K steps in k_splits slices (the
+    launcher makes none empty), the slices of one tile consecutive."""
+    pid_m, pid_n = _tile(item // k_splits, tiles_m, tiles_n)
+    per = gl.cdiv(k_steps, k_splits)
+    k_first = (item % k_splits) * per
+    return pid_m, pid_n, k_first, gl.minimum(k_first + per, k_steps)
+
+
 @constexpr_function
 def _k_major(b_stages, block_k):
     """Whether B's stages (shape b_stages) hold (BLOCK_N, BLOCK_K) boxes of w's rows (K-contiguous) rather than
@@ -55,9 +68,9 @@ def _block_n(b_stages, block_k):
 
 @gluon.jit
 def _loader(desc_a, desc_b, a_smem, b_smem, ready, empty, sizes):
-    """Each tile's K steps into the ring: stage s holds A's two 64-row halves (a_smem[2s], a_smem[2s + 1]) and B's
-    BLOCK_N columns (b_smem[s]). A stage is refilled once both consumers have released it."""
-    M, N, K = sizes
+    """Each work item's K steps into the ring: stage s holds A's two 64-row halves (a_smem[2s], a_smem[2s + 1]) and
+    B's BLOCK_N columns (b_smem[s]). A stage is refilled once both consumers have released it."""
+    M, N, K, k_splits = sizes
     STAGES: gl.constexpr = b_smem.type.shape[0]
     BLOCK_K: gl.constexpr = a_smem.type.shape[2]
     K_MAJOR: gl.constexpr = _k_major(b_smem.type.shape, BLOCK_K)
@@ -67,9 +80,9 @@ def _loader(desc_a, desc_b, a_smem, b_smem, ready, empty, sizes):
     k_steps = gl.cdiv(K, BLOCK_K)
     nbytes: gl.constexpr = 2 * desc_a.block_type.nbytes + desc_b.block_type.nbytes
     step = 0
-    for tile in range(gl.program_id(0), tiles_m * tiles_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile(tile, tiles_m, tiles_n)
-        for kk in range(k_steps):
+    for item in range(gl.program_id(0), tiles_m * tiles_n * k_splits, gl.num_programs(0)):
+        pid_m, pid_n, k_first, k_last = _work(item, tiles_m, tiles_n, k_steps, k_splits)
+        for kk in range(k_first, k_last):
             s = step % STAGES
             # a fresh barrier counts as having completed the phase before 0: the first lap does not wait
             mbarrier.wait(empty.index(s), ((step // STAGES) & 1) ^ 1)
@@ -98,8 +111,8 @@ def _consumer(a_smem, b_smem, c_smem, ready, empty, r_bar, desc_c, desc_r, Input
     """Rows [64 WG, 64 WG + 64) of each of the program's tiles. One product stays in flight: step i's is issued
     before step i - 1's is waited for, and only then is step i - 1's stage released. The tile leaves through c_smem
     by a TMA store that the next tile's products overlap; the residual arrives there by TMA during the products."""
-    M, N, K = sizes
-    stride_in, alpha, beta, has_input, has_residual, act = epilogue
+    M, N, K, k_splits = sizes
+    Partial, stride_in, alpha, beta, has_input, has_residual, act = epilogue
     STAGES: gl.constexpr = b_smem.type.shape[0]
     BLOCK_K: gl.constexpr = a_smem.type.shape[2]
     K_MAJOR: gl.constexpr = _k_major(b_smem.type.shape, BLOCK_K)
@@ -107,12 +120,12 @@ def _consumer(a_smem, b_smem, c_smem, ready, empty, r_bar, desc_c, desc_r, Input
     acc_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
     tiles_m = gl.cdiv(M, 2 * WG_ROWS)
     tiles_n = gl.cdiv(N, BLOCK_N)
-    k_steps = gl.cdiv(K, BLOCK_K)  # at least 1: the launcher sends no empty K here
+    k_steps = gl.cdiv(K, BLOCK_K)  # at least 1 a slice: the launcher sends no empty K here
     zero = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=acc_layout)
     step = 0
     r_phase = 0
-    for tile in range(gl.program_id(0), tiles_m * tiles_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile(tile, tiles_m, tiles_n)
+    for item in range(gl.program_id(0), tiles_m * tiles_n * k_splits, gl.num_programs(0)):
+        pid_m, pid_n, k_first, k_last = _work(item, tiles_m, tiles_n, k_steps, k_splits)
         row0 = pid_m * 2 * WG_ROWS + WG * WG_ROWS
         col0 = pid_n * BLOCK_N
         tma.store_wait(0)  # the last tile's store has read c_smem
@@ -126,7 +139,7 @@ def _consumer(a_smem, b_smem, c_smem, ready, empty, r_bar, desc_c, desc_r, Input
                             is_async=True)  # fmt: skip
         acc = warpgroup_mma_wait(1, deps=(acc,))  # returns at once (nothing else in flight); a tensor for the loop
         step += 1
-        for _ in range(1, k_steps):
+        for _ in range(k_first + 1, k_last):
             s = step % STAGES
             mbarrier.wait(ready.index(s), (step // STAGES) & 1)
             acc = warpgroup_mma(a_smem.index(2 * s + WG), _b_operand(b_smem, s, K_MAJOR), acc, is_async=True)
@@ -136,19 +149,25 @@ def _consumer(a_smem, b_smem, c_smem, ready, empty, r_bar, desc_c, desc_r, Input
         acc = warpgroup_mma_wait(0, deps=(acc,))
         mbarrier.arrive(empty.index((step - 1) % STAGES))
 
-        out = acc * alpha
-        if has_input:  # a row broadcast over the tile's rows (the launcher sends other inputs to matmul_kernel)
+        if k_splits > 1:  # a slice's float32 sums, which matmul_reduce_kernel adds up and finishes
+            rows = row0 + gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, acc_layout))
             cols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
-            row = gl.load(Input + cols.to(gl.int64) * stride_in, mask=cols < N, other=0.0).to(gl.float32)
-            out += beta * row[None, :]
-        out = _activate(out, act)
-        if has_residual:
-            mbarrier.wait(r_bar, r_phase)
-            r_phase ^= 1
-            out += c_smem.load(acc_layout).to(gl.float32)
-        c_smem.store(out.to(c_smem.dtype))
-        fence_async_shared()
-        tma.async_store(desc_c, [row0, col0], c_smem)  # TMA drops what lies past M and N
+            offsets = ((item % k_splits) * M + rows).to(gl.int64)[:, None] * N + cols[None, :]
+            gl.store(Partial + offsets, acc, mask=(rows < M)[:, None] & (cols < N)[None, :])
+        else:
+            out = acc * alpha
+            if has_input:  # a row broadcast over the tile's rows (the launcher sends other inputs to matmul_kernel)
+                cols = col0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc_layout))
+                row = gl.load(Input + cols.to(gl.int64) * stride_in, mask=cols < N, other=0.0).to(gl.float32)
+                out += beta * row[None, :]
+            out = _activate(out, act)
+            if has_residual:
+                mbarrier.wait(r_bar, r_phase)
+                r_phase ^= 1
+                out += c_smem.load(acc_layout).to(gl.float32)
+            c_smem.store(out.to(c_smem.dtype))
+            fence_async_shared()
+            tma.async_store(desc_c, [row0, col0], c_smem)  # TMA drops what lies past M and N
     tma.store_wait(0)
 
 
@@ -169,9 +188,11 @@ def matmul_ws(
     desc_c,
     desc_r,
     Input,
+    Partial,
     M,
     N,
     K,
+    k_splits,
     stride_im,
     stride_in,
     alpha,
@@ -190,7 +211,9 @@ def matmul_ws(
     """desc_a: a's (M, K) rows in boxes of (64, BLOCK_K); desc_b: w's (N, K) rows in boxes of (BLOCK_N, BLOCK_K), or
     (B_K_CONTIGUOUS False) b's (K, N) rows in boxes of (BLOCK_K, BLOCK_N);
     desc_c and desc_r: the output's and the residual's (M, N) rows in boxes of (64, BLOCK_N) (desc_r is any such
-    descriptor without a residual). The epilogue's input (a row: linear's bias, addmm's input of one row; stride_im
+    descriptor without a residual). With k_splits > 1 each tile's K steps are cut in that many slices, whose float32
+    sums go to Partial (k_splits, M, N) instead, for matmul_reduce_kernel (the epilogue's switches are then off). The
+    epilogue's input (a row: linear's bias, addmm's input of one row; stride_im
     is 0, for the config's predicate) and residual are run-time options, as in matmul_kernel's fused binary; act < 0
     is none."""
     if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
@@ -209,8 +232,8 @@ def matmul_ws(
     r_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(r_bar.index(i), count=1)
-    sizes = (M, N, K)
-    epilogue = (stride_in, alpha, beta, has_input, has_residual, act)
+    sizes = (M, N, K, k_splits)
+    epilogue = (Partial, stride_in, alpha, beta, has_input, has_residual, act)
     consumer_args = (a_smem, b_smem, c_smem, ready, empty, r_bar, desc_c, desc_r, Input, sizes, epilogue)
     # registers per thread: the kernel's maxnreg (attention.py's ws_maxnreg(128)) times its three warpgroups, shared
     # out as attn_fwd_ws's two consumers and loader share it

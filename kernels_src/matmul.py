@@ -20,7 +20,8 @@ warps that feed the tensor cores) and 1.3-1.6x slower than a separate gating pas
 gates in a pass of its own (csrc/ops/matmul.c).
 
 On Hopper, 16-bit 2-D products past the decode batches' tiles take matmul_ws (_matmul_ws.py, Gluon): persistent,
-warp-specialized, TMA in and out, the same epilogue with a bias row (ws_configs says where). Under sustained load on
+warp-specialized, TMA in and out, the same epilogue with a bias row (ws_configs says where); split along K for 65
+to 256 rows, matmul_reduce_kernel adding up the slices and running the epilogue. Under sustained load on
 an H100, linear reads 656 / 671 TFLOP/s at 4096^3 / 8192^3 there (cuBLAS 684 / 666; this kernel 608 / 649), and
 linear with a bias, gelu_tanh and a residual 566 / 627 (torch eager's unfused sequence 528 / 606; this kernel 541 /
 593): benchmarks/results/h100-2026-11-26-lm-ops.md, stop 35 in h100-2026-11-26-experiments.md.
@@ -156,6 +157,23 @@ def _epilogue(acc, C, Input, Residual, cm, cn, M, N, stride_cm, stride_im, strid
 
 
 @triton.jit
+def matmul_reduce_kernel(Partial, C, Input, Residual, M, N, k_splits, stride_cm, stride_im, stride_in, stride_rm, alpha,
+                         beta, has_input, has_residual, act, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         PDL: tl.constexpr = False):  # fmt: skip
+    """Split-K's second launch: c = epilogue(sum over the k_splits slices of Partial (k_splits, M, N), float32)."""
+    wait_for_predecessor(PDL)
+    cm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (cm[:, None] < M) & (cn[None, :] < N)
+    offsets = cm[:, None].to(tl.int64) * N + cn[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for split in range(0, k_splits):
+        acc += tl.load(Partial + split * M.to(tl.int64) * N + offsets, mask=mask, other=0.0)
+    _epilogue(acc, C, Input, Residual, cm, cn, M, N, stride_cm, stride_im, stride_in, stride_rm, alpha, beta,
+              has_input, has_residual, act)  # fmt: skip
+
+
+@triton.jit
 def gemv_kernel(A, B, C, Input, Residual, N, K, stride_b, stride_in, alpha, beta, has_input, has_residual, act,
                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False):  # fmt: skip
     """c[0, n] = act(alpha * (a[0, :] . b[n, :]) + beta * input[n]) + residual[0, n] for one contiguous row a and b
@@ -237,11 +255,13 @@ def ws_configs(target: Target, keys) -> list[Config]:
     """matmul_ws: 128 x 256 tiles of 64-deep steps in three stages (144 KB) beside the two consumers' output tiles
     (64 KB); where those would fill less than 90% of the multiprocessors, 128 x 128 tiles in five stages (160 + 32
     KB). It serves what matmul_kernel's 128-row tile would (more than 256 rows, or more than 8192 columns, past the
-    decode batches' narrow tiles), and takes a bias row only (stride_im 0): other inputs stay with matmul_kernel.
+    decode batches' narrow tiles), and 65 to 256 rows against at most 8192 columns in K slices (k_splits, which the
+    launcher sets where the tiles alone would not fill the GPU: csrc/ops/matmul.c's ws_splits); it takes a bias row
+    only (stride_im 0): other inputs stay with matmul_kernel.
     H100, bf16 (benchmarks/results/h100-2026-11-26-experiments.md, stop 35): 512 x 14336 -> 4096 went from 446 to
     718 TFLOP/s on the narrower tile, 1024 x 14336 -> 4096 (128 of the wide tiles) read 798 on the wide one, 743 on
     the narrow one."""
-    serves = "M > 64 && (M > 256 || N > 8192) && stride_im == 0"
+    serves = "M > 64 && (M > 256 || N > 8192 || k_splits > 1) && stride_im == 0"
     narrow = f"{serves} && 10 * cdiv(M, 128) * cdiv(N, 256) < 9 * NUM_SMS"
     configs = []
     for block_n, stages, when in ((128, 5, narrow), (256, 3, serves)):
@@ -315,17 +335,42 @@ KERNELS = [
             tensor_desc("desc_c", "T", (WG_ROWS.value, "BLOCK_N")),
             tensor_desc("desc_r", "T", (WG_ROWS.value, "BLOCK_N")),
             ptr("Input", "T"),  # 16-byte aligned (or NULL): the bias row's loads are vectors
+            ptr("Partial", "fp32"),
             i32("M"),
             i32("N"),
             i32("K"),
+            i32("k_splits"),
             i64("stride_im"),
             i64("stride_in"),
             *EPILOGUE_ARGS,
         ],
         keys={"T": ["fp16", "bf16"], "B_K_CONTIGUOUS": [False, True]},
-        grid=[f"min(cdiv(M, {2 * WG_ROWS.value}) * cdiv(N, BLOCK_N), NUM_SMS)", "1", "1"],  # two consumers' rows
+        grid=[f"min(cdiv(M, {2 * WG_ROWS.value}) * cdiv(N, BLOCK_N) * k_splits, NUM_SMS)", "1", "1"],  # work items
         configs=ws_configs,
         aligned=ALIGNED_ONLY,
         targets=is_hopper,
+    ),
+    Kernel(
+        fn=matmul_reduce_kernel,
+        op="matmul",
+        args=[
+            ptr("Partial", "fp32"),
+            ptr("C", "T"),
+            ptr("Input", "T", aligned=False),
+            ptr("Residual", "T"),
+            i32("M"),
+            i32("N", aligned=True, divisor=8),
+            i32("k_splits"),
+            i64("stride_cm", aligned=True, divisor=8),
+            i64("stride_im"),
+            i64("stride_in"),
+            i64("stride_rm", aligned=True, divisor=8),
+            *EPILOGUE_ARGS,
+        ],
+        keys={"T": ["fp16", "bf16"]},
+        grid=["cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)", "1"],
+        configs=[Config({"BLOCK_M": 16, "BLOCK_N": 256}, num_warps=4, num_stages=1)],
+        aligned=ALIGNED_ONLY,
+        targets=is_hopper,  # matmul_ws's partner
     ),
 ]

@@ -177,6 +177,7 @@ def test_every_compiled_variant_was_checked(request):
         "matmul_kernel",
         "gemv_kernel",
         "matmul_ws",
+        "matmul_reduce_kernel",
         "cross_entropy_kernel",
         "loss_reduce_kernel",
         "sample_kernel",

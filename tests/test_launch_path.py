@@ -450,12 +450,13 @@ def test_hopper_products_take_matmul_ws(fake_driver):
     columns) go to matmul_ws: the launcher encodes 2-D descriptors of a's, b's, the output's and the residual's rows
     (the output's again without a residual), and the grid is one program per multiprocessor at most. An input that
     is not a row, rows TMA cannot take (their bytes not a multiple of 16, a base off 16 bytes), a bias off 16 bytes
-    and batches keep matmul_kernel."""
+    and batches keep matmul_kernel, as do 65 to 256 rows against at most 8192 columns with too few K steps to split;
+    with enough, their K steps are split (ws_splits) and matmul_reduce_kernel finishes the product."""
     r = scenario(
         fake_driver,
         GEMM_PRELUDE
         + f"""
-        fake.fake_cuda_expect_params(33)
+        fake.fake_cuda_expect_params(35)
         a = tensor((300, 64), "bfloat16", {A})
         wt = tensor((64, 1000), "bfloat16", {B}, strides=(1, 64))  # a (1000, 64) weight, transposed
         out, bias, res = tensor((300, 1000), "bfloat16", {C}), tensor((1000,), "bfloat16", {D}), tensor((300, 1000),
@@ -475,7 +476,12 @@ def test_hopper_products_take_matmul_ws(fake_driver):
                       {C})), 0)
         _library.call("xopsaot_matmul", (tensor((256, 64), "bfloat16", {A}), wt, tensor((256, 1000), "bfloat16",
                       {C})), 0)
-        emit(launches=launches(), maps=maps)
+        first = fake.fake_cuda_launch_count()
+        gemm(tensor((128, 14336), "bfloat16", {A}), tensor((14336, 1000), "bfloat16", {B}, strides=(1, 14336)),
+             tensor((128, 1000), "bfloat16", {C}), input=bias, residual=tensor((128, 1000), "bfloat16", {E}),
+             alpha=0.5, beta=2.0, act=3)
+        emit(launches=launches()[:first], maps=maps, split=launches()[first:], allocs=fake.fake_cuda_alloc_count(),
+             frees=fake.fake_cuda_free_count())
     """,
     )
     fused, rows_b, wide, tall, *rest = r["launches"]
@@ -510,10 +516,29 @@ def test_hopper_products_take_matmul_ws(fake_driver):
     q = fused["params"][20:]
     i32 = [struct.unpack("<i", struct.pack("<I", x & 0xFFFFFFFF))[0] for x in q]
     f32 = [struct.unpack("<f", struct.pack("<I", x & 0xFFFFFFFF))[0] for x in q]
-    assert q[0] == D and i32[1:4] == [300, 1000, 64] and q[4:6] == [0, 1]  # the bias; M, N, K; a row: stride_im 0
-    assert f32[6:8] == [0.5, 2.0] and i32[8:11] == [1, 1, 2]  # alpha, beta; input, residual, act (gelu tanh)
-    assert q[11:] == [0, 0]  # the hidden scratch arguments
+    assert q[:2] == [D, 0] and i32[2:6] == [300, 1000, 64, 1]  # the bias, no partials; M, N, K; one K slice
+    assert q[6:8] == [0, 1] and f32[8:10] == [0.5, 2.0]  # a row: stride_im 0; alpha, beta
+    assert i32[10:13] == [1, 1, 2] and q[13:] == [0, 0]  # input, residual, act (gelu tanh); hidden scratch
     assert descriptors(rows_b)[5:10] == [B, 64, 1000, 1000, 1]
+    # 128 rows against 1000 columns: 8 tiles of 128 x 128, so K's 224 steps go in 4 slices of 56 (16 would make a
+    # wave, but a slice keeps 48 steps or more); their float32 sums go to a workspace that matmul_reduce_kernel adds
+    # up, applying the epilogue
+    split, reduce = r["split"]
+    assert split["kernel"] == "matmul_ws" and reduce["kernel"] == "matmul_reduce_kernel"
+    assert split["variant"]["constexprs"]["BLOCK_N"] == 128 and split["grid"] == [32, 1, 1]
+    s = split["params"][20:]
+    s32 = [struct.unpack("<i", struct.pack("<I", x & 0xFFFFFFFF))[0] for x in s]
+    sf = [struct.unpack("<f", struct.pack("<I", x & 0xFFFFFFFF))[0] for x in s]
+    workspace = s[1]
+    assert s[0] == D and workspace != 0 and s32[2:6] == [128, 1000, 14336, 4]  # bias (unused), partials; M N K splits
+    assert sf[8] == 1.0 and s32[10:13] == [0, 0, -1]  # alpha 1, no input, residual or activation: the reduction's
+    assert descriptors(split)[15:20] == [C, 128, 1000, 1000, 1]  # no residual: the output's map in its place
+    q = decode(reduce["params"], "matmul_reduce_kernel")
+    assert q[:4] == [workspace, C, D, E] and q[4:7] == [128, 1000, 4] and q[7:11] == [1000, 0, 1, 1000]
+    assert q[11:16] == [0.5, 2.0, 1, 1, 3]  # alpha, beta, input, residual, act (silu)
+    assert reduce["grid"] == [-(-128 // reduce["variant"]["constexprs"]["BLOCK_M"]),
+                              -(-1000 // reduce["variant"]["constexprs"]["BLOCK_N"]), 1]  # fmt: skip
+    assert r["allocs"] == r["frees"] == 1
 
 
 @needs_sm90

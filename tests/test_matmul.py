@@ -41,6 +41,10 @@ SHAPES += [(24, 528, 48)]
 # than multiprocessors (H100: 162 of 128 x 128, 165 of 128 x 256), so that programs take several tiles and the
 # ring's phases carry across them
 SHAPES += [(257, 136, 520), (72, 64, 8200), (2200, 72, 1032), (4100, 72, 1032)]
+# 65 to 256 rows against at most 8192 columns where the tiles would not fill the GPU and K has 96 or more steps: K in
+# slices of 48 or more steps whose float32 sums matmul_reduce_kernel adds up and finishes (H100: slices of 49 and 48
+# steps, K's tail in the last; 57, 57, 57 and 54 over two row tiles; 51, 51 and 50 for one partial row tile)
+SHAPES += [(128, 6208, 512), (200, 14400, 520), (65, 9728, 64)]
 
 
 def ran(where):
@@ -197,5 +201,5 @@ def test_matmul_family_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_matmul_variant_was_checked():
-    missing = unexercised({"matmul_kernel", "gemv_kernel", "matmul_ws"}, GPU_USED)
+    missing = unexercised({"matmul_kernel", "gemv_kernel", "matmul_ws", "matmul_reduce_kernel"}, GPU_USED)
     assert not missing, f"matmul variants never exercised: {missing}"

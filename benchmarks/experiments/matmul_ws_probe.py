@@ -42,7 +42,8 @@ def reference(a, w, bias=None, act=None, residual=None, alpha=1.0, beta=1.0):
 def check() -> None:
     torch.manual_seed(0)
     shapes = [(65, 64, 8), (128, 256, 64), (129, 257, 72), (1000, 1000, 1000), (300, 520, 4104), (4096, 4096, 4096),
-              (2048, 14336, 4096), (8192, 256, 8), (77, 33000, 136)]  # fmt: skip
+              (2048, 14336, 4096), (8192, 256, 8), (77, 33000, 136), (128, 4096, 4096), (200, 1000, 520),
+              (65, 64, 4096), (256, 4096, 14336)]  # fmt: skip
     for dtype in (torch.bfloat16, torch.float16):
         for m, n, k in shapes:
             a = torch.randn(m, k, device="cuda", dtype=dtype)
