@@ -1,4 +1,4 @@
-"""xopsaot.linear against F.linear (cuBLAS) from 64 to 2048 rows, bf16, no bias: device time of queued calls, each
+"""xopsaot.linear against F.linear (cuBLAS) from 64 to 2048 rows, bf16, no bias, on 4096- to 14336-wide weights: device time of queued calls, each
 reading the next of several weights (together past the L2). Past 64 rows matmul_kernel took its 128-row tile, which
 gives a 4096-column weight few programs until the rows reach about a thousand; since stop 35, on Hopper, past 256
 rows matmul_ws takes them (128 x 128 tiles where 128 x 256 ones would not fill the GPU).
@@ -20,7 +20,7 @@ import xopsaot  # noqa: E402
 
 def main() -> None:
     warm_up_gpu()
-    for n, k in ((4096, 4096), (14336, 4096), (4096, 14336)):
+    for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (4096, 8192)):
         w = Rotation(lambda n=n, k=k: torch.randn(n, k, device="cuda", dtype=torch.bfloat16)).next
         for m in (64, 65, 128, 256, 512, 1024, 2048):
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
