@@ -1,7 +1,8 @@
-"""xopsaot.linear against F.linear (cuBLAS) from 64 to 2048 rows, bf16, no bias, on 4096- to 14336-wide weights: device time of queued calls, each
-reading the next of several weights (together past the L2). Past 64 rows matmul_kernel took its 128-row tile, which
-gives a 4096-column weight few programs until the rows reach about a thousand; since stop 35, on Hopper, past 256
-rows matmul_ws takes them (128 x 128 tiles where 128 x 256 ones would not fill the GPU).
+"""xopsaot.linear against F.linear (cuBLAS) from 64 to 2048 rows, bf16, no bias, on 4096- to 14336-wide weights:
+device time of queued calls, each reading the next of several weights (together past the L2). Past 64 rows
+matmul_kernel took its 128-row tile, which gives a 4096-column weight few programs until the rows reach about a
+thousand; since stop 35, on Hopper, past 256 rows matmul_ws takes them (128 x 128 tiles where 128 x 256 ones would
+not fill the GPU), and 65 to 256 rows against weights of 6144 or more columns (K) split along K.
 
     python3 benchmarks/experiments/linear_rows.py
 """
