@@ -63,6 +63,7 @@ def _k_major(b_stages, block_k):
 
 @constexpr_function
 def _block_n(b_stages, block_k):
+    """BLOCK_N, from B's stages (as _k_major)."""
     return gl._unwrap_if_constexpr(b_stages[1] if _k_major(b_stages, block_k) else b_stages[2])
 
 
