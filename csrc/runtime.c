@@ -374,6 +374,13 @@ int xo_tma_unfit(const xo_tma_desc *d, int64_t elem_size) {
   return (uintptr_t)d->base % 16 != 0 ? d->rank : -1;
 }
 
+int xo_tma_takes(const xo_tma_desc *d, int64_t elem_size) {
+  if (xo_tma_unfit(d, elem_size) >= 0) return 0;
+  for (int i = 0; i + 1 < d->rank; ++i)
+    if (d->shape[i] > 1 && d->strides[i] < d->shape[i + 1] * d->strides[i + 1]) return 0;
+  return 1;
+}
+
 static xopsaot_status tma_param(const xo_variant *v, int t, const xo_arg *a, const xo_tma_desc *d, xo_tma_param *p) {
   const xo_tma_meta *m = &v->tma[t];
   if (d->rank != m->rank)

@@ -29,6 +29,9 @@ typedef struct xo_tma_desc {
 /* The first dim of d that TMA cannot take (a size outside [1, 2^31), a stride that is negative or not a whole
  * number of 16-byte units, the last one not 1), d->rank if its base is not 16-byte aligned, or -1 if it takes d. */
 int xo_tma_unfit(const xo_tma_desc *d, int64_t elem_size) XO_INTERNAL;
+/* Whether an op's kernel may take d: TMA must (xo_tma_unfit; an empty dim, as in a batch without keys, it cannot),
+ * and each dim must lie clear of the next one's rows (no overlapping or broadcast views). */
+int xo_tma_takes(const xo_tma_desc *d, int64_t elem_size) XO_INTERNAL;
 
 /* How a variant's descriptor argument is encoded, from the compiled kernel's metadata (tensordesc_meta). */
 typedef struct xo_tma_meta {

@@ -210,13 +210,12 @@ def matmul_ws(
     PDL: gl.constexpr = False,
 ):
     """desc_a: a's (M, K) rows in boxes of (64, BLOCK_K); desc_b: w's (N, K) rows in boxes of (BLOCK_N, BLOCK_K), or
-    (B_K_CONTIGUOUS False) b's (K, N) rows in boxes of (BLOCK_K, BLOCK_N);
-    desc_c and desc_r: the output's and the residual's (M, N) rows in boxes of (64, BLOCK_N) (desc_r is any such
-    descriptor without a residual). With k_splits > 1 each tile's K steps are cut in that many slices, whose float32
-    sums go to Partial (k_splits, M, N) instead, for matmul_reduce_kernel (the epilogue's switches are then off). The
-    epilogue's input (a row: linear's bias, addmm's input of one row; stride_im
-    is 0, for the config's predicate) and residual are run-time options, as in matmul_kernel's fused binary; act < 0
-    is none."""
+    (B_K_CONTIGUOUS False) b's (K, N) rows in boxes of (BLOCK_K, BLOCK_N); desc_c and desc_r: the output's and the
+    residual's (M, N) rows in boxes of (64, BLOCK_N) (desc_r is any such descriptor without a residual). With
+    k_splits > 1 each tile's K steps are cut in that many slices, whose float32 sums go to Partial (k_splits, M, N)
+    instead, for matmul_reduce_kernel (the epilogue's switches are then off). The epilogue's input (a row: linear's
+    bias, addmm's input of one row; stride_im is 0, for the config's predicate) and residual are run-time options, as
+    in matmul_kernel's fused binary; act < 0 is none."""
     if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
         gdc_wait()
     dtype: gl.constexpr = desc_c.dtype

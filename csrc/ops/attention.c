@@ -181,15 +181,6 @@ static int fits_tma_path(const attn_problem *p, const xopsaot_attention_options 
   return 1;
 }
 
-/* Whether the kernels take d: TMA must (xo_tma_unfit; an empty dim, as in a batch without keys, it cannot), and
- * each dim must lie clear of the next one's rows (no overlapping or broadcast views). */
-static int tma_takes(const xo_tma_desc *d, int64_t elem_size) {
-  if (xo_tma_unfit(d, elem_size) >= 0) return 0;
-  for (int i = 0; i + 1 < d->rank; ++i)
-    if (d->shape[i] > 1 && d->strides[i] < d->shape[i + 1] * d->strides[i + 1]) return 0;
-  return 1;
-}
-
 /* t (batch, seqlen, heads, head_dim) as a 3-D descriptor over (batch, seqlen, heads x head_dim). */
 static int dense_view(const xopsaot_tensor *t, xo_tma_desc *d) {
   const int64_t rows = t->shape[1];
@@ -197,7 +188,7 @@ static int dense_view(const xopsaot_tensor *t, xo_tma_desc *d) {
   d->strides[0] = t->shape[0] > 1 ? t->strides[0] : rows * t->strides[1]; /* a lone batch element's is unused */
   d->strides[1] = t->strides[1];
   d->strides[2] = 1;
-  return tma_takes(d, xo_dtype_size(t->dtype));
+  return xo_tma_takes(d, xo_dtype_size(t->dtype));
 }
 
 /* Dense batches: attn_fwd_ws_dense, whose descriptors the launcher makes on the host. */
@@ -233,7 +224,7 @@ static int token_rows(const xopsaot_tensor *t, int packed, xo_tma_desc *d) {
   const int64_t rows = packed ? t->shape[0] : t->shape[0] * t->shape[1];
   *d = (xo_tma_desc){.base = t->data, .rank = 2, .shape = {rows, t->shape[s + 1] * t->shape[s + 2]},
                      .strides = {t->strides[s], 1}};
-  return tma_takes(d, xo_dtype_size(t->dtype));
+  return xo_tma_takes(d, xo_dtype_size(t->dtype));
 }
 
 static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,

@@ -35,18 +35,22 @@ static xopsaot_status launch_gemv(void *a, const xopsaot_tensor *b, void *out, v
   return xo_launch(&xk_gemv_kernel, &keys.T, &args, device, stream);
 }
 
-/* K slices for matmul_ws where 65 to 256 rows against at most 8192 columns would leave most multiprocessors
- * without a tile: as many as bring the tiles to a wave, with at least 48 K steps each and none empty; 1 (none)
- * elsewhere, and matmul_kernel serves. block_n and block_k: the variant's tile. On an H100 (bf16, 4096 columns)
- * slices of 56 steps (K 14336) took 65 to 256 rows from 0.69-0.76x cuBLAS to 0.89-0.93x; slices of 16 (K 4096)
- * lost to matmul_kernel's tiles, 0.55-0.69x against 0.71-0.84x (h100-2026-11-26-experiments.md, stop 35). */
-static int32_t ws_splits(const xk_matmul_kernel_args *m, int64_t block_n, int64_t block_k, int device) {
+/* Whether 65 to 256 rows against at most 8192 columns: what matmul_ws serves only when split along K. */
+static int splittable(const xk_matmul_kernel_args *m) { return m->M > 64 && m->M <= 256 && m->N <= 8192; }
+
+/* K slices for matmul_ws where a splittable product's tiles would leave most multiprocessors without one: as many as
+ * bring the tiles to a wave, with at least 48 K steps each and none empty; 1 (none) elsewhere, and matmul_kernel
+ * serves. The tile is that of the variant a split launch (ws, k_splits 2) would take. On an H100 (bf16, 4096
+ * columns) slices of 56 steps (K 14336) took 65 to 256 rows from 0.69-0.76x cuBLAS to 0.89-0.93x; slices of 16 (K
+ * 4096) lost to matmul_kernel's tiles, 0.55-0.69x against 0.71-0.84x (h100-2026-11-26-experiments.md, stop 35). */
+static int32_t ws_splits(const xk_matmul_ws_args *ws, const xk_matmul_ws_keys *keys, int device) {
   int sms;
-  if (m->M <= 64 || m->M > 256 || m->N > 8192 || block_n <= 0 || block_k <= 0 || xo_device_sm_count(device, &sms))
-    return 1;
+  const int64_t block_n = xo_selected_const(&xk_matmul_ws, &keys->T, ws, device, "BLOCK_N", 0);
+  const int64_t block_k = xo_selected_const(&xk_matmul_ws, &keys->T, ws, device, "BLOCK_K", 0);
+  if (block_n <= 0 || block_k <= 0 || xo_device_sm_count(device, &sms)) return 1;
   const int64_t rows = 128; /* a tile's: matmul_ws's two consumers of 64 */
-  const int64_t tiles = (m->M + rows - 1) / rows * ((m->N + block_n - 1) / block_n);
-  const int64_t steps = (m->K + block_k - 1) / block_k;
+  const int64_t tiles = (ws->M + rows - 1) / rows * ((ws->N + block_n - 1) / block_n);
+  const int64_t steps = (ws->K + block_k - 1) / block_k;
   int64_t splits = sms / tiles;
   if (splits > steps / 48) splits = steps / 48;
   if (splits < 2) return 1;
@@ -54,19 +58,13 @@ static int32_t ws_splits(const xk_matmul_kernel_args *m, int64_t block_n, int64_
   return (int32_t)((steps + per - 1) / per);
 }
 
-/* Split-K's second launch: matmul_reduce_kernel sums the slices' float32 partials in the workspace and applies m's
- * epilogue; the workspace is freed behind it on the stream. */
-static xopsaot_status reduce_splits(const xk_matmul_kernel_args *m, const xopsaot_tensor *b, void *partial,
-                                    int32_t splits, int device, void *stream) {
-  xk_matmul_reduce_kernel_args args = {
+/* matmul_reduce_kernel's arguments: the sum of `splits` float32 slices in `partial`, finished with m's epilogue. */
+static xk_matmul_reduce_kernel_args reduce_args(const xk_matmul_kernel_args *m, void *partial, int32_t splits) {
+  return (xk_matmul_reduce_kernel_args){
       .Partial = partial, .C = m->C, .Input = m->Input, .Residual = m->Residual, .M = m->M, .N = m->N,
       .k_splits = splits, .stride_cm = m->stride_cm, .stride_im = m->stride_im, .stride_in = m->stride_in,
       .stride_rm = m->stride_rm, .alpha = m->alpha, .beta = m->beta, .has_input = m->has_input,
       .has_residual = m->has_residual, .act = m->act};
-  xk_matmul_reduce_kernel_keys keys = {.T = b->dtype};
-  xopsaot_status st = xo_launch(&xk_matmul_reduce_kernel, &keys.T, &args, device, stream);
-  xo_workspace_free(device, stream, partial);
-  return st;
 }
 
 /* Hopper: matmul_ws (kernels_src/_matmul_ws.py), whose TMA descriptors of a's, b's, the output's and the residual's
@@ -85,24 +83,21 @@ static xopsaot_status launch_ws(const xk_matmul_kernel_args *m, const xk_matmul_
       .desc_r = m->has_residual ? (xo_tma_desc){.base = m->Residual, .rank = 2, .shape = {m->M, m->N},
                                                 .strides = {m->stride_rm, 1}}
                                 : out,
-      .Input = m->Input, .M = m->M, .N = m->N, .K = m->K, .k_splits = 2, .stride_im = m->stride_im,
+      .Input = m->Input, .M = m->M, .N = m->N, .K = m->K, .k_splits = 1, .stride_im = m->stride_im,
       .stride_in = m->stride_in, .alpha = m->alpha, .beta = m->beta, .has_input = m->has_input,
       .has_residual = m->has_residual, .act = m->act};
   xk_matmul_ws_keys keys = {.T = b->dtype, .B_K_CONTIGUOUS = mk->B_K_CONTIGUOUS};
-  *launched = m->stride_am >= m->K && m->stride_b >= args.desc_b.shape[1] && m->stride_cm >= m->N &&
-              (!m->has_residual || m->stride_rm >= m->N) && xo_tma_unfit(&args.desc_a, elem) < 0 &&
-              xo_tma_unfit(&args.desc_b, elem) < 0 && xo_tma_unfit(&args.desc_c, elem) < 0 &&
-              xo_tma_unfit(&args.desc_r, elem) < 0;
+  *launched = xo_tma_takes(&args.desc_a, elem) && xo_tma_takes(&args.desc_b, elem) &&
+              xo_tma_takes(&args.desc_c, elem) && xo_tma_takes(&args.desc_r, elem);
   if (!*launched) return XOPSAOT_SUCCESS;
-  /* the tile of the variant a split launch would take, then the slices (the reduction must take the arguments too) */
-  const int64_t block_n = xo_selected_const(&xk_matmul_ws, &keys.T, &args, device, "BLOCK_N", 0);
-  const int64_t block_k = xo_selected_const(&xk_matmul_ws, &keys.T, &args, device, "BLOCK_K", 0);
-  args.k_splits = ws_splits(m, block_n, block_k, device);
-  xk_matmul_reduce_kernel_args probe = {.C = m->C, .Residual = m->Residual, .M = m->M, .N = m->N,
-                                        .stride_cm = m->stride_cm, .stride_rm = m->stride_rm};
   xk_matmul_reduce_kernel_keys reduce_keys = {.T = b->dtype};
-  if (args.k_splits > 1 && !xo_can_launch(&xk_matmul_reduce_kernel, &reduce_keys.T, &probe, device))
-    args.k_splits = 1;
+  if (splittable(m)) {
+    args.k_splits = 2; /* the split launch's variant, for its tile */
+    args.k_splits = ws_splits(&args, &keys, device);
+    const xk_matmul_reduce_kernel_args probe = reduce_args(m, NULL, args.k_splits);
+    if (args.k_splits > 1 && !xo_can_launch(&xk_matmul_reduce_kernel, &reduce_keys.T, &probe, device))
+      args.k_splits = 1;
+  }
   if (!(*launched = xo_can_launch(&xk_matmul_ws, &keys.T, &args, device))) return XOPSAOT_SUCCESS;
   if (args.k_splits == 1) return xo_launch(&xk_matmul_ws, &keys.T, &args, device, stream);
   void *partial = NULL;
@@ -113,11 +108,12 @@ static xopsaot_status launch_ws(const xk_matmul_kernel_args *m, const xk_matmul_
   args.act = -1;
   args.desc_r = out;
   xopsaot_status st = xo_launch(&xk_matmul_ws, &keys.T, &args, device, stream);
-  if (st) {
-    xo_workspace_free(device, stream, partial);
-    return st;
+  if (!st) {
+    const xk_matmul_reduce_kernel_args reduce = reduce_args(m, partial, args.k_splits);
+    st = xo_launch(&xk_matmul_reduce_kernel, &reduce_keys.T, &reduce, device, stream);
   }
-  return reduce_splits(m, b, partial, args.k_splits, device, stream);
+  xo_workspace_free(device, stream, partial); /* stream-ordered: after the reduction */
+  return st;
 }
 
 /* matmul_kernel, or matmul_ws where it applies (2-D products). */
