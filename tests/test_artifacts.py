@@ -154,11 +154,18 @@ def test_manifest_records_what_a_variant_needs():
 def test_host_descriptor_variants_record_their_encoding():
     """The Hopper prefill kernels' host descriptors: attn_fwd_ws_dense's three 3-D ones (boxes of one batch
     element), attn_fwd_ws's 2-D query and key ones; rows of at most 128 bytes (the 128-byte swizzle's limit: wider
-    heads take two copies) of 16-bit elements. matmul_ws's four 2-D ones below. No other kernel records any."""
+    heads take two copies) of 16-bit elements. matmul_ws's four 2-D ones and attn_decode_paged's two below. No other
+    kernel records any."""
     kernels = {"attn_fwd_ws_dense": ["desc_q", "desc_k", "desc_v"], "attn_fwd_ws": ["desc_q", "desc_k"]}
     matmul = [v for v in MANIFEST["variants"] if v["kernel"] == "matmul_ws"]
-    assert all(not v["tma_descriptors"] for v in MANIFEST["variants"] if v["kernel"] not in {*kernels, "matmul_ws"})
-    assert bool(matmul) == ("sm_90a" in MANIFEST["archs"])
+    decode = [v for v in MANIFEST["variants"] if v["kernel"] == "attn_decode_paged"]
+    others = {*kernels, "matmul_ws", "attn_decode_paged"}
+    assert all(not v["tma_descriptors"] for v in MANIFEST["variants"] if v["kernel"] not in others)
+    assert bool(matmul) == bool(decode) == ("sm_90a" in MANIFEST["archs"])
+    for v in decode:  # the caches' rows: runs of 16 keys, 64 columns of one head per copy
+        assert [d["arg"] for d in v["tma_descriptors"]] == ["desc_k", "desc_v"]
+        assert [d["block_size"] for d in v["tma_descriptors"]] == [[16, 64], [16, 64]]
+        assert all(d["elem_size"] == 2 and d["swizzle"] == 3 for d in v["tma_descriptors"])
     for v in matmul:  # a, b (a weight's rows, or b's), the output and the residual; 128-byte rows, tiles in copies
         c = v["constexprs"]
         b_box = [c["BLOCK_N"], c["BLOCK_K"]] if v["keys"]["B_K_CONTIGUOUS"] else [c["BLOCK_K"], 64]

@@ -347,7 +347,8 @@ KV_CASES = {  # seqlen_q, new tokens, options
 
 
 @pytest.mark.parametrize("where", PATHS)
-@pytest.mark.parametrize("layout", ["contiguous", "paged16", "paged128"])
+# pages of 8 keep attn_fwd on sm_90; pages of 16 and 128 take attn_decode_paged where a step has few programs
+@pytest.mark.parametrize("layout", ["contiguous", "paged8", "paged16", "paged128"])
 @pytest.mark.parametrize("case", list(KV_CASES))
 def test_flash_attn_with_kvcache(request, rng, where, layout, case):
     if where == "gpu":
@@ -449,17 +450,71 @@ def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
     check_decode64(out, q, caches, lengths, dtype, f"one wave {dtype} page {page}")
 
 
+PAGED_TMA_CASES = {  # group, seqlen_q, options
+    "mha": (1, 1, {}),
+    "gqa4": (4, 1, {}),
+    "gqa8_window": (8, 1, {"window_size": (100, 0)}),
+    "gqa4_chunk_causal": (4, 4, {"causal": True}),
+    "gqa8_chunk_causal": (8, 4, {"causal": True}),
+    "gqa4_split3": (4, 1, {"num_splits": 3}),
+}
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("page", [16, 48, 256])
+def test_paged_decode_stale_slots(request, rng, dtype, dim, page):
+    """Decode and short causal chunks from a paged cache whose slots past each sequence hold NaN, as a server's
+    unused slots may: on sm_90 attn_decode_paged (TMA copies of 16-key runs) serves these steps, and its last block's
+    stale rows must reach neither the scores nor PV. Cache lengths 1, 17, a 64-key tile edge +-1 and the whole
+    cache; GQA 1, 4 and 8 (up to 32 rows per key head); a window; automatic and 3 slices; lse against float64."""
+    import torch
+
+    request.getfixturevalue("poison")
+    batch, hk, capacity = 5, 2, 768
+    lengths = np.array([1, 17, 63, 65, capacity], dtype=np.int32)
+    caches = rounded_caches(rng, (batch, capacity, hk, dim), dtype)
+    stored, table = paged(caches, page, rng)
+    for b, n in enumerate(lengths):
+        for pos in range(n, capacity):
+            for pool in stored:
+                pool[table[b, pos // page], pos % page] = np.nan
+    kc, vc = (to_where(c, dtype, "gpu") for c in stored)
+    extra = {"cache_seqlens": ints(lengths, "gpu"), "block_table": ints(table, "gpu")}
+    for case, (group, seqlen_q, options) in PAGED_TMA_CASES.items():
+        q = to_where(rng.standard_normal((batch, seqlen_q, hk * group, dim)).astype(np.float32), dtype, "gpu")
+        out, lse = xopsaot.flash_attn_with_kvcache(q, kc, vc, return_lse=True, **extra, **options)
+        host_sync()
+        launched = _library.recent_variants(2)  # newest first: the decode kernel, or attn_combine after it
+        split = _library.manifest()["variants"][launched[0]]["kernel"] == "attn_combine"
+        GPU_USED.update(launched[: 1 + split])
+        if torch.cuda.get_device_capability() == (9, 0):
+            label = _library.manifest()["variants"][launched[int(split)]]["label"]
+            assert label.startswith("attn_decode_paged/"), label
+        for b, n in enumerate(int(n) for n in lengths):
+            ref, ref_lse = attention64(
+                host(q)[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n], options.get("causal", False),
+                None, options.get("window_size", (-1, -1)), with_lse=True,
+            )  # fmt: skip
+            what = f"{case} {dtype} dim {dim} page {page}, sequence {b} of {n} keys"
+            assert_close(host(out)[b], ref[0], dtype, what)
+            assert_lse_close(host(lse)[b], ref_lse[0], 2e-2, what + " lse")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("programs", ["one wave", "few"])
 @pytest.mark.parametrize("page", [8, 16, 128])
-def test_unchecked_block_table_reads_only_the_cache(rng, page):
+def test_unchecked_block_table_reads_only_the_cache(rng, page, programs):
     """validate=False trusts the block table: entries outside the pool (negative, past its end) give a wrong answer,
     never a read outside the cache (run under compute-sanitizer memcheck) or a fault; the sequences whose tables are
-    good are still right. On sm_90 the step runs on the one-wave config, which reads the table in chunks."""
+    good are still right. On sm_90 a step of one wave runs on the one-wave config, which reads the table in chunks;
+    one of few programs on pages of 16 or 128, on attn_decode_paged (TMA, which reads zeros outside the pool)."""
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     h, hk, dim, capacity = 16, 4, 128, 1024
-    batch = sms // hk
+    batch = sms // hk if programs == "one wave" else 4
     lengths = np.full(batch, capacity, dtype=np.int32)
     caches = rounded_caches(rng, (batch, capacity, hk, dim), "bfloat16")
     stored, table = paged(caches, page, rng)
@@ -739,6 +794,13 @@ for dtype in (torch.float16, torch.bfloat16):
         ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
                               for b, n in enumerate((37, 200))])
         check(out, ref, f"paged decode {dim}")
+        # pages of 16: few programs, Hopper's TMA decode (attn_decode_paged), automatic slices
+        pool, table = t(2 * 13, 16, 2, dim), torch.randperm(26, dtype=torch.int32, device="cuda").view(2, 13)
+        out = xopsaot.flash_attn_with_kvcache(q, pool, pool, cache_seqlens=lengths, block_table=table)
+        pages = pool.cpu()[table.long().cpu()].reshape(2, 208, 2, dim)
+        ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
+                              for b, n in enumerate((37, 200))])
+        check(out, ref, f"paged decode, pages of 16, {dim}")
         # one wave: batch x 4 key heads fill the GPU's multiprocessors (sm_90's paged ONE_WAVE bucket at dim 128)
         batch = torch.cuda.get_device_properties(0).multi_processor_count // 4
         q, pool = t(batch, 1, 16, dim), t(batch * 8, 64, 4, dim)
@@ -786,8 +848,9 @@ def test_autotune_alternates_compute_the_same(rng, tmp_path):
 
 @pytest.mark.gpu
 def test_every_attention_variant_was_checked():
-    """After the tests above (file order): each attn_fwd, attn_fwd_ws, attn_fwd_ws_dense and attn_combine variant
-    compiled for this GPU ran (kv_append is checked through the cache contents, which each append test compares
-    exactly)."""
-    missing = unexercised({"attn_fwd", "attn_fwd_ws", "attn_fwd_ws_dense", "attn_combine"}, GPU_USED)
+    """After the tests above (file order): each attn_fwd, attn_fwd_ws, attn_fwd_ws_dense, attn_decode_paged and
+    attn_combine variant compiled for this GPU ran (kv_append is checked through the cache contents, which each
+    append test compares exactly)."""
+    kernels = {"attn_fwd", "attn_fwd_ws", "attn_fwd_ws_dense", "attn_decode_paged", "attn_combine"}
+    missing = unexercised(kernels, GPU_USED)
     assert not missing, f"attention variants never exercised: {missing}"

@@ -1080,8 +1080,53 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     # fewer programs than a wave: as many slices as make one (32 x 4, 24 x 5 and 8 x 16 of 132), merged after
     assert r["b4"] == [4, True, 2, 0] and r["b3"] == [5, True, 2, 0] and r["b1"] == [16, True, 2, 0]
     # choose_splits: within 2 x 132 programs
-    assert r["b4_softcap"] == r["b4_page4"] == r["b4_page16"] == [8, False, 2, 0]
+    assert r["b4_softcap"] == r["b4_page4"] == [8, False, 2, 0]
+    assert r["b4_page16"] == [0, False, 2, 0]  # attn_decode_paged (the next test), whose grid is (slices x 8, 4, 1)
     assert r["b4_forced"] == [3, False, 2, 0]  # 96 programs: under 90% of 132
+
+
+@needs_sm90
+def test_paged_decode_of_few_programs_takes_tma(fake_driver):
+    """A paged 16-bit decode step whose programs (batch x key heads) fill at most a quarter of the fake's 132 SMs goes
+    to attn_decode_paged: grid (key heads x slices, batch, 1), as many slices as make one wave (of at least 256 keys
+    each), the caches as 2-D descriptors of (pages x page_size, heads_k x headdim) rows
+    with boxes of 16 keys x 64 columns, then attn_combine. More programs, pages that are not whole 16-key runs, an
+    fp8 cache or softcap keep attn_fwd; so do caches whose pages are not one block of rows (a page stride with a
+    gap)."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(0)
+        def step(batch, page=16, dtype="bfloat16", kv=None, softcap=0.0, splits=0, gap=0):
+            q = tensor((batch, 1, 32, 128), dtype, {A})
+            pages = batch * 2048 // page
+            strides = ((page * 8 * 128 + gap), 8 * 128, 128, 1)
+            cache = tensor((pages, page, 8, 128), kv or dtype, {B}, strides=strides)
+            table = tensor((batch, 2048 // page), "int32", {C})
+            lengths = tensor((batch,), "int32", {D})
+            fake.fake_cuda_reset()
+            opts = _library.AttentionOptions(0.1, 0, -1, -1, softcap, splits)
+            views = (q, cache, cache, None, None, lengths, table, q, None)
+            _library.call("xopsaot_flash_attn_with_kvcache", views, opts, 0)
+            return [[l["kernel"], l["grid"]] for l in launches()], tensor_maps()
+        emit(b1=step(1), b4=step(4), b5=step(5), page8=step(1, page=8), page48=step(1, page=48),
+             fp8=step(1, kv="float8_e4m3fn"), softcap=step(1, softcap=30.0), gap=step(1, gap=64),
+             forced=step(1, splits=1))
+    """,
+    )
+    launches, maps = r["b1"]
+    # 132 // 8 = 16 slices would make a wave; 2048 keys make at most 8 of 256
+    assert launches == [["attn_decode_paged", [8 * 8, 1, 1]], ["attn_combine", [32, 1, 1]]]
+    bf16, swizzle_128b = 9, 3
+    cache_map = {"address": B, "dims": [8 * 128, 128 * 16], "strides": [8 * 128 * 2], "box": [64, 16],
+                 "dtype": bf16, "swizzle": swizzle_128b, "oob_fill": 0}  # fmt: skip
+    assert maps == [cache_map, cache_map]
+    assert r["b4"][0] == [["attn_decode_paged", [8 * 4, 4, 1]], ["attn_combine", [4 * 32, 1, 1]]]  # 32 programs
+    assert [launch[0] for launch in r["b5"][0]] == ["attn_fwd", "attn_combine"]  # 40 programs: over a quarter of 132
+    assert r["page48"][0][0] == ["attn_decode_paged", [8 * 8, 1, 1]]
+    for case in ("page8", "fp8", "softcap", "gap"):
+        assert r[case][0][0][0] == "attn_fwd", case
+    assert r["forced"][0] == [["attn_decode_paged", [8, 1, 1]]]  # num_splits=1: unsplit, no combine
 
 
 # ---- XOPSAOT_AUTOTUNE ----

@@ -252,6 +252,51 @@ static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_opt
   return *launched ? xo_launch(&xk_attn_fwd_ws, &keys.T, &a, p->q->device, stream) : XOPSAOT_SUCCESS;
 }
 
+/* A paged cache as TMA sees it in attn_decode_paged: (pages x page_size, heads_k x head_dim) rows, which holds when
+ * pages, positions and heads follow each other without gaps between pages. */
+static int cache_rows(const attn_problem *p, const xopsaot_tensor *t, xo_tma_desc *d) {
+  if (t->strides[0] != p->page_size * t->strides[1] || t->strides[2] != p->head_dim) return 0;
+  *d = (xo_tma_desc){.base = t->data, .rank = 2, .shape = {p->n_pages * p->page_size, p->heads_k * p->head_dim},
+                     .strides = {t->strides[1], 1}};
+  return xo_tma_takes(d, xo_dtype_size(t->dtype));
+}
+
+/* Whether a decode step's programs (batch x key heads) fill at most a quarter of the multiprocessors, where
+ * attn_decode_paged gains on an H100 (GQA 32:8, head dim 128, bf16, pages of 16 and 128 shuffled, TB/s: 1 x 8k to
+ * 4 x 2k 2.38-2.48 -> 2.83-2.92, 1 x 32k pages of 128 2.48 -> 2.62-2.65); from 64 programs on, attn_fwd held its
+ * own or led by 1-4% (benchmarks/experiments/decode_paged_tma.py, h100-2026-11-26-experiments.md, stop 36). */
+static int few_programs(const attn_problem *p, int sm_count) { return 4 * programs_per_slice(p) <= sm_count; }
+
+/* Hopper's decode from a paged 16-bit cache (attn_decode_paged): head_dim a tile width, pages of whole 16-key
+ * runs, at most 64 rows (seqlen_q x group) per key head, no softcap or ALiBi, caches TMA can take, and a variant
+ * for the device. Fills d (all but the partials' pointers) and says whether it serves the call. */
+static int decode_paged(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
+                        int32_t window_right, int64_t token_rows, int sm_count, xk_attn_decode_paged_args *d) {
+  if (!p->block_table || p->alibi || o->softcap > 0 || p->k->dtype != p->q->dtype || !few_programs(p, sm_count) ||
+      (p->head_dim != 64 && p->head_dim != 128) || p->page_size % 16 ||
+      p->seqlen_q * (p->heads / p->heads_k) > 64 || p->n_pages * p->page_size > INT32_MAX)
+    return 0;
+  *d = (xk_attn_decode_paged_args){
+      .Q = p->q->data, .Out = p->out->data, .Lse = p->lse ? p->lse->data : NULL,
+      .SequsedK = p->seqused_k ? p->seqused_k->data : NULL, .BlockTable = p->block_table->data,
+      .stride_qb = p->q_strides[0], .stride_qs = p->q_strides[1], .stride_qh = p->q_strides[2],
+      .stride_ob = p->o_strides[0], .stride_os = p->o_strides[1], .stride_oh = p->o_strides[2],
+      .stride_lb = p->lse_strides[0], .stride_lh = p->lse_strides[2], .stride_ls = p->lse_strides[1],
+      .stride_lsplit = token_rows, .stride_psplit = token_rows * p->head_dim,
+      .stride_btb = p->block_table->strides[0],
+      .seqlen_q = (int32_t)p->seqlen_q, .seqlen_k = (int32_t)p->seqlen_k,
+      .heads = (int32_t)p->heads, .group = (int32_t)(p->heads / p->heads_k), .num_splits = 1,
+      .has_seqused_k = p->seqused_k != NULL, .seqlen_k_new = (int32_t)p->seqlen_k_new,
+      .page_size = (int32_t)p->page_size, .max_pages = (int32_t)p->max_pages,
+      .window_left = window_left, .window_right = window_right, .write_lse = p->lse != NULL,
+      .qk_scale = o->softmax_scale * 1.4426950408889634f,
+      .heads_k = (int32_t)p->heads_k, .batch = (int32_t)p->batch,
+  };
+  xk_attn_decode_paged_keys keys = {p->q->dtype, (int32_t)p->head_dim};
+  return cache_rows(p, p->k, &d->desc_k) && cache_rows(p, p->v, &d->desc_v) &&
+         xo_can_launch(&xk_attn_decode_paged, &keys.T, d, p->q->device);
+}
+
 static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, void *stream) {
   if (!o) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: options is NULL", p->op);
   if (!isfinite(o->softmax_scale))
@@ -327,7 +372,15 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   };
   /* softcap and ALiBi are run-time switches of the MODS variants; plain calls take the variants without them */
   xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap || p->alibi != NULL};
-  if (o->num_splits == 0 && splits > 1) {
+  xk_attn_decode_paged_args d;
+  if (paged && sm_count == 0) XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
+  const int tma_decode = decode_paged(p, o, window_left, window_right, token_rows, sm_count, &d);
+  if (tma_decode) {
+    /* its programs run one to a multiprocessor (their rings fill its shared memory): as many slices as make one
+     * wave */
+    if (o->num_splits == 0) splits = one_wave_splits(p, sm_count);
+    d.num_splits = splits;
+  } else if (o->num_splits == 0 && splits > 1) {
     /* the table may hold a config for this step as one wave of programs (a program per multiprocessor, which deep
      * pipelines need): then it runs in the slices that make one wave, unsplit (no partials to merge) where the
      * batch's programs alone fill the GPU */
@@ -344,8 +397,11 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
     opart = workspace;
     lse_part = opart + part * (uint64_t)splits;
     a.Opart = opart, a.Lse = lse_part;
+    d.Opart = opart, d.Lse = lse_part;
   }
-  xopsaot_status st = xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
+  xk_attn_decode_paged_keys dkeys = {p->q->dtype, block_d};
+  xopsaot_status st = tma_decode ? xo_launch(&xk_attn_decode_paged, &dkeys.T, &d, p->q->device, stream)
+                                 : xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
   if (!st && splits > 1) {
     xk_attn_combine_args c = {
         .Opart = opart, .LsePart = lse_part, .Out = p->out->data, .Lse = p->lse ? p->lse->data : NULL,

@@ -1,0 +1,299 @@
+"""Decode from a paged cache on Hopper, written in Gluon: the key and value blocks arrive by TMA, a copy per run of
+PAGE_RUN keys (a run never crosses a page: pages are multiples of PAGE_RUN), so a block costs a few scalar
+coordinates where attn_fwd's pointer loads compute a 64-bit address per row and per page (the excess that holds its
+paged loop 3-8% under a contiguous cache's, h100-2026-11-26-experiments.md, stop 33).
+
+A program owns up to 64 query rows of one key head (rows = (query, query head) pairs, attn_fwd's GQA packing; one
+wgmma's M) and one slice of its keys: a loader warp reads the block table a block ahead and streams the slice's key
+and value blocks into a ring of STAGES stages; one consumer warpgroup takes QK^T, the online softmax and PV per
+block. Each stage holds a block as head-dim chunks of CHUNK columns (the 128-byte swizzle's width at 16 bits), so a
+run of PAGE_RUN rows is one contiguous slice of a chunk.
+
+Semantics are attn_fwd's for a plain paged 16-bit cache (no softcap or ALiBi, head_dim == BLOCK_D): windows and
+causality (bottom-right), cache_seqlens (SequsedK) plus the keys just appended (seqlen_k_new), split-KV partials in
+attn_fwd's layout for attn_combine. Rows past the sequence in its last block are stale cache slots (NaN included):
+their scores are masked and their values zeroed in shared memory before PV. Table entries past the table read as
+-1 and coordinates outside the cache read zeros (TMA bounds every copy), so no table reads outside the pool."""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma, warpgroup_mma
+from triton.language.extra.cuda import gdc_wait
+
+from kernels_src._attention_keys import key_blocks, visible_keys
+from kernels_src._attention_ws import WG_ROWS, _wgmma_layout
+
+PAGE_RUN = gl.constexpr(16)  # keys per TMA copy: the smallest page this kernel takes
+CHUNK = gl.constexpr(64)  # head-dim columns per copy and per shared tile
+
+
+@gluon.jit
+def _block_rows(BlockTable, start, page_size, max_pages, RUNS: gl.constexpr, layout: gl.constexpr):
+    """The cache rows (page * page_size + offset in the page) where the block's runs of PAGE_RUN keys begin, for
+    the block whose first key is start; -1 past the table."""
+    keys = start + gl.arange(0, RUNS, layout=layout) * PAGE_RUN
+    slots = keys // page_size
+    pages = gl.load(BlockTable + slots, mask=slots < max_pages, other=-1)
+    return gl.where(pages >= 0, pages * page_size + (keys - slots * page_size), -PAGE_RUN)
+
+
+@gluon.jit
+def _load_block(desc, smem, ready, empty, rows, col, i):
+    """TMA the i-th block's runs (at cache rows `rows`, columns from col) into its stage of the ring smem."""
+    STAGES: gl.constexpr = smem[0].type.shape[0]
+    BLOCK_N: gl.constexpr = smem[0].type.shape[1]
+    CHUNKS: gl.constexpr = len(smem)
+    RUNS: gl.constexpr = BLOCK_N // PAGE_RUN
+    stage = i % STAGES
+    # a fresh barrier counts as having completed the phase before 0: the first lap does not wait
+    mbarrier.wait(empty.index(stage), ((i // STAGES) & 1) ^ 1)
+    mbarrier.expect(ready.index(stage), RUNS * CHUNKS * desc.block_type.nbytes)
+    runs = gl.arange(0, RUNS, layout=rows.type.layout)
+    for r in gl.static_range(RUNS):
+        row = gl.sum(gl.where(runs == r, rows, 0), axis=0)
+        for c in gl.static_range(CHUNKS):
+            dest = smem[c].index(stage).slice(r * PAGE_RUN, PAGE_RUN)
+            tma.async_load(desc, [row, col + c * CHUNK], ready.index(stage), dest)
+
+
+@gluon.jit
+def _loader(desc_k, desc_v, k_smem, v_smem, bars, BlockTable, walk):
+    """The slice's blocks in order, the block table read one block ahead of the copies that use it."""
+    k_ready, k_empty, v_ready, v_empty = bars
+    s_lo, n_blocks, page_size, max_pages, col = walk
+    BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
+    RUNS: gl.constexpr = BLOCK_N // PAGE_RUN
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    rows = _block_rows(BlockTable, s_lo, page_size, max_pages, RUNS, layout)
+    for i in range(n_blocks):
+        following = _block_rows(BlockTable, s_lo + (i + 1) * BLOCK_N, page_size, max_pages, RUNS, layout)
+        _load_block(desc_k, k_smem, k_ready, k_empty, rows, col, i)
+        _load_block(desc_v, v_smem, v_ready, v_empty, rows, col, i)
+        rows = following
+
+
+@gluon.jit
+def _zero_stale_rows(v_smem, stage, start, k_len):
+    """Zero the value rows of a block at or past k_len (stale slots of the sequence's last page, or zeros already):
+    P is 0 there, but 0 times a NaN is NaN."""
+    BLOCK_N: gl.constexpr = v_smem[0].type.shape[1]
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    rows = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    for c in gl.static_range(len(v_smem)):
+        tile = v_smem[c].index(stage)
+        v = tile.load(layout)
+        tile.store(gl.where((rows < k_len)[:, None], v, gl.zeros_like(v)))
+    fence_async_shared()
+
+
+@gluon.jit
+def _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, c, layout: gl.constexpr):
+    """Columns [c * CHUNK, (c + 1) * CHUNK) of the program's query rows, row r = (query r // group, head r % group)
+    from q_base; zeros past n_rows."""
+    load: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, load))
+    d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, load))
+    offsets = q_base + (r // group).to(gl.int64) * stride_qs + (r % group).to(gl.int64) * stride_qh
+    q = gl.load(Q + offsets[:, None] + d[None, :], mask=(r < n_rows)[:, None], other=0.0)
+    return gl.convert_layout(q, layout)
+
+
+@gluon.jit
+def _store_chunk(out, c, rows, row_ok, Out, Opart, where):
+    """Store columns [c * CHUNK, ...) of the normalized output: partials (float32) when split, else Out."""
+    o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out = where
+    d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, out.type.layout))
+    q_pos = (rows // group).to(gl.int64)
+    head = (rows % group).to(gl.int64)
+    if split_out:
+        offsets = part_base + (q_pos * part_row + head) * BLOCK_D
+        gl.store(Opart + offsets[:, None] + d[None, :], out, mask=row_ok[:, None])
+    else:
+        offsets = o_base + q_pos * stride_os + head * stride_oh
+        gl.store(Out + offsets[:, None] + d[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+
+
+@gluon.jit
+def _consumer(k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args):
+    k_ready, k_empty, v_ready, v_empty = bars
+    q_base, stride_qs, stride_qh, n_rows, group, q_len = q_args
+    s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale = key_args
+    o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse = out_args
+    STAGES: gl.constexpr = k_smem[0].type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
+    CHUNKS: gl.constexpr = len(k_smem)
+    BLOCK_D: gl.constexpr = CHUNKS * CHUNK
+    dtype: gl.constexpr = k_smem[0].dtype
+    s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
+    o_layout: gl.constexpr = _wgmma_layout(CHUNK)
+    q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    q0 = _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, 0, q_layout)
+    q1 = q0
+    if CHUNKS == 2:
+        q1 = _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, 1, q_layout)
+    rows = gl.arange(0, WG_ROWS, layout=row_s)
+    diag = rows // group + (k_len - q_len)
+    zero_s = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    m_i = gl.full([WG_ROWS], -float("inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([WG_ROWS], gl.float32, layout=row_s)
+    acc0 = gl.zeros([WG_ROWS, CHUNK], gl.float32, layout=o_layout)
+    acc1 = gl.zeros([WG_ROWS, CHUNK], gl.float32, layout=o_layout)
+    for i in range(n_blocks):
+        stage = i % STAGES
+        phase = (i // STAGES) & 1
+        start = s_lo + i * BLOCK_N
+        mbarrier.wait(k_ready.index(stage), phase)
+        s = warpgroup_mma(q0, k_smem[0].index(stage).permute((1, 0)), zero_s, use_acc=False)
+        if CHUNKS == 2:
+            s = warpgroup_mma(q1, k_smem[1].index(stage).permute((1, 0)), s)
+        mbarrier.arrive(k_empty.index(stage))
+        s = s * qk_scale
+        masked = (start < u_lo) | (start + BLOCK_N > u_hi)
+        if masked:
+            cols = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+            s = gl.where(visible_keys(cols, diag, k_len, window_left, window_right), s, -float("inf"))
+        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+        m_safe = gl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
+        p = gl.exp2(s - m_safe[:, None])
+        alpha = gl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        m_i = m_new
+        alpha_o = gl.convert_layout(alpha, row_o)[:, None]
+        p_op = gl.convert_layout(p.to(dtype), p_layout)
+        mbarrier.wait(v_ready.index(stage), phase)
+        if start + BLOCK_N > k_len:
+            _zero_stale_rows(v_smem, stage, start, k_len)
+        acc0 = warpgroup_mma(p_op, v_smem[0].index(stage), acc0 * alpha_o)
+        if CHUNKS == 2:
+            acc1 = warpgroup_mma(p_op, v_smem[1].index(stage), acc1 * alpha_o)
+        mbarrier.arrive(v_empty.index(stage))
+
+    seen = l_i > 0
+    scale = gl.convert_layout(1.0 / gl.where(seen, l_i, 1.0), row_o)[:, None]
+    rows_o = gl.arange(0, WG_ROWS, layout=row_o)
+    row_ok = rows_o < n_rows
+    where = (o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out)
+    _store_chunk(acc0 * scale, 0, rows_o, row_ok, Out, Opart, where)
+    if CHUNKS == 2:
+        _store_chunk(acc1 * scale, 1, rows_o, row_ok, Out, Opart, where)
+    lse = (m_i + gl.log2(gl.where(seen, l_i, 1.0))) * 0.6931471805599453
+    q_pos = (rows // group).to(gl.int64)
+    head = (rows % group).to(gl.int64)
+    if split_out:  # an empty slice weighs nothing in attn_combine
+        gl.store(Lse + l_base + q_pos * part_row + head, gl.where(seen, lse, -float("inf")), mask=rows < n_rows)
+    elif write_lse != 0:  # a row that sees no key: +inf, flash-attn's convention
+        gl.store(Lse + l_base + q_pos * stride_ls + head * stride_lh, gl.where(seen, lse, float("inf")),
+                 mask=rows < n_rows)  # fmt: skip
+
+
+@gluon.jit
+def attn_decode_paged(
+    desc_k,
+    desc_v,
+    Q,
+    Out,
+    Lse,
+    Opart,
+    SequsedK,
+    BlockTable,
+    stride_qb,
+    stride_qs,
+    stride_qh,
+    stride_ob,
+    stride_os,
+    stride_oh,
+    stride_lb,
+    stride_lh,
+    stride_ls,
+    stride_lsplit,
+    stride_psplit,
+    stride_btb,
+    seqlen_q,
+    seqlen_k,
+    heads,
+    group,
+    num_splits,
+    has_seqused_k,
+    seqlen_k_new,
+    page_size,
+    max_pages,
+    window_left,
+    window_right,
+    write_lse,
+    qk_scale,
+    BLOCK_D: gl.constexpr,
+    BLOCK_N: gl.constexpr,
+    STAGES: gl.constexpr,
+    PDL: gl.constexpr = False,
+):
+    """A program per (key head, slice) and batch element; seqlen_q * group <= 64 (the launcher's condition).
+    desc_k / desc_v: the cache as (pages x page_size, heads_k x head_dim) rows, boxes of PAGE_RUN x CHUNK."""
+    gl.static_assert(BLOCK_D % CHUNK == 0 and BLOCK_D // CHUNK <= 2, "head dims of 64 or 128")
+    gl.static_assert(BLOCK_N % PAGE_RUN == 0, "blocks of whole runs")
+    # at head dim 64, blocks of 64 keys came out wrong past each program's first block on an H100 (Triton 3.9; not
+    # understood: head dim 128 with 64-key blocks and head dim 64 with 128-key blocks are right)
+    gl.static_assert(BLOCK_D > CHUNK or BLOCK_N > CHUNK, "head dim 64 takes blocks of 128 keys")
+    if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
+        gdc_wait()
+    head_k = gl.program_id(0) // num_splits
+    split = gl.program_id(0) % num_splits
+    batch = gl.program_id(1)
+    k_len = seqlen_k
+    if has_seqused_k != 0:
+        k_len = gl.load(SequsedK + batch)
+    k_len += seqlen_k_new
+    q_len = seqlen_q
+    begin, end, u_lo, u_hi = key_blocks(k_len - q_len, k_len - 1, k_len, window_left, window_right, BLOCK_N)
+    per_split = gl.cdiv(gl.cdiv(gl.maximum(end - begin, 0), BLOCK_N), num_splits)
+    s_lo = begin + split * per_split * BLOCK_N
+    s_hi = gl.minimum(s_lo + per_split * BLOCK_N, end)
+    n_blocks = gl.cdiv(gl.maximum(s_hi - s_lo, 0), BLOCK_N)
+
+    CHUNKS: gl.constexpr = BLOCK_D // CHUNK
+    dtype: gl.constexpr = Out.dtype.element_ty
+    tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    # a ring per head-dim chunk, for keys and for values
+    k_smem = (gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile),)
+    v_smem = (gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile),)
+    if CHUNKS == 2:
+        k_smem = (k_smem[0], gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile))
+        v_smem = (v_smem[0], gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile))
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=1)
+        mbarrier.init(v_empty.index(i), count=1)
+    bars = (k_ready, k_empty, v_ready, v_empty)
+
+    head0 = (head_k * group).to(gl.int64)  # the program's first query head
+    q_base = batch.to(gl.int64) * stride_qb + head0 * stride_qh
+    q_args = (q_base, stride_qs, stride_qh, q_len * group, group, q_len)
+    key_args = (s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale)
+    split_out = num_splits > 1
+    # partials: (split, token, head, BLOCK_D) float32 and (split, token, head), token = batch * seqlen_q + query
+    part_row = heads.to(gl.int64)
+    first_token = batch.to(gl.int64) * seqlen_q
+    part_base = split.to(gl.int64) * stride_psplit + (first_token * heads + head0) * BLOCK_D
+    if split_out:
+        l_base = split.to(gl.int64) * stride_lsplit + first_token * heads + head0
+    else:
+        l_base = batch.to(gl.int64) * stride_lb + head0 * stride_lh
+    o_base = batch.to(gl.int64) * stride_ob + head0 * stride_oh
+    out_args = (o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse)
+    walk = (s_lo, n_blocks, page_size, max_pages, head_k * BLOCK_D)
+    gl.warp_specialize(
+        [
+            (_consumer, (k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)),
+            (_loader, (desc_k, desc_v, k_smem, v_smem, bars, BlockTable + batch.to(gl.int64) * stride_btb, walk)),
+        ],
+        [1],
+        [24],
+    )
