@@ -18,7 +18,7 @@ Head dims up to 256: tiles are 64, 128 or 256 wide (BLOCK_D) and the lanes past 
 hint that head_dim and the strides are multiples of 8 keeps the loads 16 bytes wide.
 
 On Hopper two Gluon kernels take over where they are faster (csrc/ops/attention.c chooses): prefill whose heads
-sit side by side (_attention_ws.py) and paged 16-bit decode steps of few programs (_attention_paged.py).
+sit side by side (_attention_ws.py) and paged 16-bit decode steps of few programs (_attention_decode.py).
 
 A cache may hold fp8 e4m3 (KV = "e4m3", raw bytes): keys and values are decoded to 16-bit floats on load, by the
 target's conversion instructions where it has them (sm_89 and later), else by bit arithmetic (sm_80), and the
@@ -35,8 +35,8 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hopper, ptr, tensor_desc
+from kernels_src._attention_decode import CHUNK, PAGE_RUN, attn_decode_tma
 from kernels_src._attention_keys import key_blocks, visible_keys
-from kernels_src._attention_paged import CHUNK, PAGE_RUN, attn_decode_paged
 from kernels_src._attention_ws import WG_ROWS, attn_fwd_ws, attn_fwd_ws_dense
 from kernels_src._pdl import wait_for_predecessor
 
@@ -595,10 +595,10 @@ def ws_configs(target: Target, keys) -> list[Config]:
     ]
 
 
-def decode_paged_configs(target: Target, keys) -> list[Config]:
-    """attn_decode_paged's tiles from the tuning table's decode_paged_tiles ([BLOCK_N, STAGES] per head dim), the
+def decode_tma_configs(target: Target, keys) -> list[Config]:
+    """attn_decode_tma's tiles from the tuning table's decode_tma_tiles ([BLOCK_N, STAGES] per head dim), the
     first the dispatched one and the others alternates (XOPSAOT_AUTOTUNE)."""
-    bucket = TUNING[str(target.arch)]["decode_paged_tiles"][str(keys["BLOCK_D"])]
+    bucket = TUNING[str(target.arch)]["decode_tma_tiles"][str(keys["BLOCK_D"])]
     return [
         Config({"BLOCK_N": bn, "STAGES": stages}, num_warps=4, num_stages=1, alternate=i > 0)
         for i, (bn, stages) in enumerate([bucket["config"], *bucket.get("alternates", [])])
@@ -732,7 +732,7 @@ KERNELS = [
         **HOPPER_PREFILL,
     ),
     Kernel(
-        fn=attn_decode_paged,
+        fn=attn_decode_tma,
         op="flash_attn_with_kvcache",
         args=[
             tensor_desc("desc_k", "T", (PAGE_RUN.value, CHUNK.value)),
@@ -759,6 +759,7 @@ KERNELS = [
             i32("seqlen_k_new"),
             i32("page_size"),
             i32("max_pages"),
+            i32("paged"),
             i32("window_left"),
             i32("window_right"),
             i32("write_lse"),
@@ -767,7 +768,7 @@ KERNELS = [
         keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128]},
         grid_args=[i32("heads_k"), i32("batch")],
         grid=["heads_k * num_splits", "batch", "1"],
-        configs=decode_paged_configs,
+        configs=decode_tma_configs,
         aligned=ALIGNED_ONLY,
         targets=is_hopper,
     ),

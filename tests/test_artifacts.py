@@ -154,12 +154,12 @@ def test_manifest_records_what_a_variant_needs():
 def test_host_descriptor_variants_record_their_encoding():
     """The Hopper prefill kernels' host descriptors: attn_fwd_ws_dense's three 3-D ones (boxes of one batch
     element), attn_fwd_ws's 2-D query and key ones; rows of at most 128 bytes (the 128-byte swizzle's limit: wider
-    heads take two copies) of 16-bit elements. matmul_ws's four 2-D ones and attn_decode_paged's two below. No other
+    heads take two copies) of 16-bit elements. matmul_ws's four 2-D ones and attn_decode_tma's two below. No other
     kernel records any."""
     kernels = {"attn_fwd_ws_dense": ["desc_q", "desc_k", "desc_v"], "attn_fwd_ws": ["desc_q", "desc_k"]}
     matmul = [v for v in MANIFEST["variants"] if v["kernel"] == "matmul_ws"]
-    decode = [v for v in MANIFEST["variants"] if v["kernel"] == "attn_decode_paged"]
-    others = {*kernels, "matmul_ws", "attn_decode_paged"}
+    decode = [v for v in MANIFEST["variants"] if v["kernel"] == "attn_decode_tma"]
+    others = {*kernels, "matmul_ws", "attn_decode_tma"}
     assert all(not v["tma_descriptors"] for v in MANIFEST["variants"] if v["kernel"] not in others)
     assert bool(matmul) == bool(decode) == ("sm_90a" in MANIFEST["archs"])
     for v in decode:  # the caches' rows: runs of 16 keys, 64 columns of one head per copy

@@ -347,7 +347,7 @@ KV_CASES = {  # seqlen_q, new tokens, options
 
 
 @pytest.mark.parametrize("where", PATHS)
-# pages of 8 keep attn_fwd on sm_90; pages of 16 and 128 take attn_decode_paged where a step has few programs
+# pages of 8 keep attn_fwd on sm_90; pages of 16 and 128 take attn_decode_tma where a step has few programs
 @pytest.mark.parametrize("layout", ["contiguous", "paged8", "paged16", "paged128"])
 @pytest.mark.parametrize("case", list(KV_CASES))
 def test_flash_attn_with_kvcache(request, rng, where, layout, case):
@@ -450,7 +450,7 @@ def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
     check_decode64(out, q, caches, lengths, dtype, f"one wave {dtype} page {page}")
 
 
-PAGED_TMA_CASES = {  # group, seqlen_q, options
+DECODE_TMA_CASES = {  # group, seqlen_q, options
     "mha": (1, 1, {}),
     "gqa4": (4, 1, {}),
     "gqa8_window": (8, 1, {"window_size": (100, 0)}),
@@ -463,26 +463,34 @@ PAGED_TMA_CASES = {  # group, seqlen_q, options
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("dim", [64, 128])
-@pytest.mark.parametrize("page", [16, 48, 256])
-def test_paged_decode_stale_slots(request, rng, dtype, dim, page):
-    """Decode and short causal chunks from a paged cache whose slots past each sequence hold NaN, as a server's
-    unused slots may: on sm_90 attn_decode_paged (TMA copies of 16-key runs) serves these steps, and its last block's
-    stale rows must reach neither the scores nor PV. Cache lengths 1, 17, a 64-key tile edge +-1 and the whole
-    cache; GQA 1, 4 and 8 (up to 32 rows per key head); a window; automatic and 3 slices; lse against float64."""
+@pytest.mark.parametrize("page", [None, 16, 48, 256])
+def test_decode_tma_stale_slots(request, rng, dtype, dim, page):
+    """Decode and short causal chunks from a cache whose slots past each sequence hold NaN, as a server's unused
+    slots may: on sm_90 attn_decode_tma (TMA copies of 16-key runs) serves these steps of few programs, and its last
+    block's stale rows must reach neither the scores nor PV. A contiguous cache (page None) of 760 slots, whose
+    last run of each sequence reaches into the next, or pages of 16, 48 and 256. Cache lengths 1, 17, a 64-key tile
+    edge +-1 and the whole cache; GQA 1, 4 and 8 (up to 32 rows per key head); a window; automatic and 3 slices;
+    lse against float64."""
     import torch
 
     request.getfixturevalue("poison")
-    batch, hk, capacity = 5, 2, 768
+    batch, hk, capacity = 5, 2, 768 if page else 760
     lengths = np.array([1, 17, 63, 65, capacity], dtype=np.int32)
     caches = rounded_caches(rng, (batch, capacity, hk, dim), dtype)
-    stored, table = paged(caches, page, rng)
-    for b, n in enumerate(lengths):
-        for pos in range(n, capacity):
-            for pool in stored:
-                pool[table[b, pos // page], pos % page] = np.nan
+    extra = {"cache_seqlens": ints(lengths, "gpu")}
+    if page is None:
+        stored = [c.copy() for c in caches]
+        for cache, (b, n) in ((c, bn) for c in stored for bn in enumerate(lengths)):
+            cache[b, n:] = np.nan
+    else:
+        stored, table = paged(caches, page, rng)
+        for b, n in enumerate(lengths):
+            for pos in range(n, capacity):
+                for pool in stored:
+                    pool[table[b, pos // page], pos % page] = np.nan
+        extra["block_table"] = ints(table, "gpu")
     kc, vc = (to_where(c, dtype, "gpu") for c in stored)
-    extra = {"cache_seqlens": ints(lengths, "gpu"), "block_table": ints(table, "gpu")}
-    for case, (group, seqlen_q, options) in PAGED_TMA_CASES.items():
+    for case, (group, seqlen_q, options) in DECODE_TMA_CASES.items():
         q = to_where(rng.standard_normal((batch, seqlen_q, hk * group, dim)).astype(np.float32), dtype, "gpu")
         out, lse = xopsaot.flash_attn_with_kvcache(q, kc, vc, return_lse=True, **extra, **options)
         host_sync()
@@ -491,15 +499,45 @@ def test_paged_decode_stale_slots(request, rng, dtype, dim, page):
         GPU_USED.update(launched[: 1 + split])
         if torch.cuda.get_device_capability() == (9, 0):
             label = _library.manifest()["variants"][launched[int(split)]]["label"]
-            assert label.startswith("attn_decode_paged/"), label
+            assert label.startswith("attn_decode_tma/"), label
         for b, n in enumerate(int(n) for n in lengths):
             ref, ref_lse = attention64(
                 host(q)[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n], options.get("causal", False),
                 None, options.get("window_size", (-1, -1)), with_lse=True,
             )  # fmt: skip
-            what = f"{case} {dtype} dim {dim} page {page}, sequence {b} of {n} keys"
+            what = f"{case} {dtype} dim {dim} page {page}, sequence {b} of {n} keys"  # page None: contiguous
             assert_close(host(out)[b], ref[0], dtype, what)
             assert_lse_close(host(lse)[b], ref_lse[0], 2e-2, what + " lse")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dim", [64, 128])
+@pytest.mark.parametrize("page", [None, 16])
+def test_decode_of_many_programs(request, rng, dtype, dim, page):
+    """A decode step of 40 programs (20 sequences x 2 key heads, GQA 4), more than attn_decode_tma takes: attn_fwd's
+    decode configs on sm_90, automatic slices and unsplit, contiguous and paged caches, against float64."""
+    import torch
+
+    request.getfixturevalue("poison")
+    batch, h, hk, capacity = 20, 8, 2, 320
+    lengths = rng.integers(1, capacity + 1, batch).astype(np.int32)
+    caches = rounded_caches(rng, (batch, capacity, hk, dim), dtype)
+    stored, extra = caches, {"cache_seqlens": ints(lengths, "gpu")}
+    if page is not None:
+        stored, table = paged(caches, page, rng)
+        extra["block_table"] = ints(table, "gpu")
+    kc, vc = (to_where(c, dtype, "gpu") for c in stored)
+    q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), dtype, "gpu")
+    for splits in (0, 1):
+        out = xopsaot.flash_attn_with_kvcache(q, kc, vc, num_splits=splits, **extra)
+        host_sync()
+        launched = _library.recent_variants(2)
+        GPU_USED.update(launched)
+        if torch.cuda.get_device_capability() == (9, 0):
+            kernels = [_library.manifest()["variants"][i]["kernel"] for i in launched]
+            assert "attn_decode_tma" not in kernels[: 1 + (splits != 1)], kernels
+        check_decode64(out, q, caches, lengths, dtype, f"{splits} slices, {dtype}, dim {dim}, page {page}")
 
 
 @pytest.mark.gpu
@@ -509,7 +547,7 @@ def test_unchecked_block_table_reads_only_the_cache(rng, page, programs):
     """validate=False trusts the block table: entries outside the pool (negative, past its end) give a wrong answer,
     never a read outside the cache (run under compute-sanitizer memcheck) or a fault; the sequences whose tables are
     good are still right. On sm_90 a step of one wave runs on the one-wave config, which reads the table in chunks;
-    one of few programs on pages of 16 or 128, on attn_decode_paged (TMA, which reads zeros outside the pool)."""
+    one of few programs on pages of 16 or 128, on attn_decode_tma (TMA, which reads zeros outside the pool)."""
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -532,19 +570,20 @@ def test_unchecked_block_table_reads_only_the_cache(rng, page, programs):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("batch", [10, 11])
 def test_decode_in_one_wave_of_slices(request, rng, batch):
-    """A decode step with fewer programs than multiprocessors: on sm_90 the table's ONE_WAVE config runs it split
-    in as many slices as make one wave (SMs // (batch x 4 key heads): 33 or 11 on 132 SMs; the launch-path tests
-    check the choice), automatic and with that num_splits given, against float64; cache lengths from one key to the
-    whole cache (most slices of the short sequences are empty)."""
+    """A decode step with fewer programs than multiprocessors, more than attn_decode_tma takes: on sm_90 the table's
+    ONE_WAVE config runs it split in as many slices as make one wave (SMs // (batch x 4 key heads): 3 on 132 SMs;
+    the launch-path tests check the choice), automatic and with that num_splits given, against float64; cache
+    lengths from one key to the whole cache (most slices of the short sequences are empty)."""
     import torch
 
     request.getfixturevalue("poison")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     h, hk, dim, capacity = 16, 4, 128, 8704
     wave = sms // (batch * hk)
-    lengths = np.array([capacity - 5, 1, 300][:batch], dtype=np.int32)
+    lengths = rng.integers(1, capacity + 1, batch).astype(np.int32)
+    lengths[:3] = [capacity - 5, 1, 300]
     caches = rounded_caches(rng, (batch, capacity, hk, dim), "bfloat16")
     kc, vc = (to_where(c, "bfloat16", "gpu") for c in caches)
     q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), "bfloat16", "gpu")
@@ -781,12 +820,14 @@ for dtype in (torch.float16, torch.bfloat16):
         out = xopsaot.flash_attn_varlen(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu, 1100, 1100,
                                         causal=True)
         check(out.view(4, 1100, 8, dim), attention64(q.cpu(), k.cpu(), v.cpu(), True), f"varlen tma {dim}")
-        q, kc = t(2, 1, 8, dim), t(2, 200, 2, dim)  # decode, GQA 4, one split
-        lengths = torch.tensor([37, 200], dtype=torch.int32, device="cuda")
+        # decode, GQA 4, one split: 18 x 2 key heads, more programs than attn_decode_tma takes
+        q, kc = t(18, 1, 8, dim), t(18, 200, 2, dim)
+        lengths = torch.tensor([37, 200] * 9, dtype=torch.int32, device="cuda")
         out = xopsaot.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=lengths, num_splits=1)
         ref = np.concatenate([attention64(q[b:b + 1].cpu(), kc[b:b + 1, :n].cpu(), kc[b:b + 1, :n].cpu())
-                              for b, n in enumerate((37, 200))])
+                              for b, n in enumerate([37, 200] * 9)])
         check(out, ref, f"decode {dim}")
+        q, kc, lengths = q[:2], kc[:2], lengths[:2]
         pool, table = kc.reshape(2 * 25, 8, 2, dim), torch.arange(50, dtype=torch.int32, device="cuda").flip(0)
         out = xopsaot.flash_attn_with_kvcache(q, pool, pool, cache_seqlens=lengths, block_table=table.view(2, 25),
                                               num_splits=1)
@@ -794,7 +835,7 @@ for dtype in (torch.float16, torch.bfloat16):
         ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
                               for b, n in enumerate((37, 200))])
         check(out, ref, f"paged decode {dim}")
-        # pages of 16: few programs, Hopper's TMA decode (attn_decode_paged), automatic slices
+        # pages of 16: few programs, Hopper's TMA decode (attn_decode_tma), automatic slices
         pool, table = t(2 * 13, 16, 2, dim), torch.randperm(26, dtype=torch.int32, device="cuda").view(2, 13)
         out = xopsaot.flash_attn_with_kvcache(q, pool, pool, cache_seqlens=lengths, block_table=table)
         pages = pool.cpu()[table.long().cpu()].reshape(2, 208, 2, dim)
@@ -848,9 +889,9 @@ def test_autotune_alternates_compute_the_same(rng, tmp_path):
 
 @pytest.mark.gpu
 def test_every_attention_variant_was_checked():
-    """After the tests above (file order): each attn_fwd, attn_fwd_ws, attn_fwd_ws_dense, attn_decode_paged and
+    """After the tests above (file order): each attn_fwd, attn_fwd_ws, attn_fwd_ws_dense, attn_decode_tma and
     attn_combine variant compiled for this GPU ran (kv_append is checked through the cache contents, which each
     append test compares exactly)."""
-    kernels = {"attn_fwd", "attn_fwd_ws", "attn_fwd_ws_dense", "attn_decode_paged", "attn_combine"}
+    kernels = {"attn_fwd", "attn_fwd_ws", "attn_fwd_ws_dense", "attn_decode_tma", "attn_combine"}
     missing = unexercised(kernels, GPU_USED)
     assert not missing, f"attention variants never exercised: {missing}"

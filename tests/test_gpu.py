@@ -167,7 +167,7 @@ def test_every_compiled_variant_was_checked(request):
     if not {"test_add", "test_rms_norm", "test_softmax", "test_matmul", "test_flash_attn"} <= ran:
         pytest.skip("the op tests did not all run in this session")
     # tests/test_attention.py covers these and the alternates; test_norms.py and test_activations.py their kernels
-    covered_elsewhere = {"attn_fwd", "attn_fwd_ws", "attn_fwd_ws_dense", "attn_decode_paged", "attn_combine"}
+    covered_elsewhere = {"attn_fwd", "attn_fwd_ws", "attn_fwd_ws_dense", "attn_decode_tma", "attn_combine"}
     covered_elsewhere |= {"kv_append"}
     covered_elsewhere |= {"row_norm_kernel", "row_norm_held_kernel", "group_norm_kernel"}
     covered_elsewhere |= {"group_norm_stats_kernel", "group_norm_held_kernel"}

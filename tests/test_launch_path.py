@@ -1035,8 +1035,9 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     1). Paged caches have a ONE_WAVE config (pages of at least 8 tokens; it reads the block table in chunks) for the
     unsplit case only. Without such a config (fp8 caches, pages of 4, softcap, head dim 64, paged in slices), or with
     num_splits given, choose_splits' count stands: within two programs per multiprocessor, four for an fp8 cache of
-    head dim up to 128 (paged ones on a config of their own). Returns per call: slices, whether the variant is
-    ONE_WAVE, launches (attn_fwd, then attn_combine if split), TABLE_CHUNK."""
+    head dim up to 128 (paged ones on a config of their own). Steps of at most 33 programs of a 16-bit cache go to
+    attn_decode_tma instead (the next test). Returns per call: the kernel, slices, whether the variant is ONE_WAVE,
+    launches (the kernel, then attn_combine if split), TABLE_CHUNK."""
     r = scenario(
         fake_driver,
         """
@@ -1055,78 +1056,93 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
             _library.call("xopsaot_flash_attn_with_kvcache", views, opts, 0)
             first = launches()[0]
             constexprs = first["variant"]["constexprs"]
-            return [first["grid"][1] // 8, constexprs.get("ONE_WAVE", False), len(launches()),
+            slices = first["grid"][1 if first["kernel"] == "attn_fwd" else 0] // 8
+            return [first["kernel"], slices, constexprs.get("ONE_WAVE", False), len(launches()),
                     constexprs.get("TABLE_CHUNK", 0)]
         emit(b16=step(16), b15=step(15), bf16=step(16, "bfloat16"), b14=step(14), b17=step(17),
              forced=step(16, splits=2), softcap=step(16, softcap=30.0), fp8=step(16, kv="float8_e4m3fn"),
              dim64=step(16, dim=64), page128=step(16, page=128), page8=step(16, "bfloat16", page=8),
              page4=step(16, page=4), paged14=step(14, page=16), b4=step(4), b3=step(3, "bfloat16"), b1=step(1),
+             b5=step(5), b11=step(11),
              b4_page16=step(4, page=16), b4_softcap=step(4, softcap=30.0), b4_page4=step(4, page=4),
              b4_forced=step(4, splits=3), b4_fp8=step(4, kv="float8_e4m3fn"), b32_fp8=step(32, kv="float8_e4m3fn"),
              b64_fp8=step(64, kv="float8_e4m3fn"), paged_fp8=step(16, kv="float8_e4m3fn", page=16),
              fp8_dim256=step(16, kv="float8_e4m3fn", dim=256))
     """,
     )
-    one_wave, split = [1, True, 1, 0], [2, False, 2, 0]
+    fwd, tma = "attn_fwd", "attn_decode_tma"
+    one_wave, split = [fwd, 1, True, 1, 0], [fwd, 2, False, 2, 0]
     assert r["b16"] == r["b15"] == r["bf16"] == one_wave  # 128 and 120 programs: at least 90% of 132
     assert r["b14"] == split  # 112 programs: under 90%
-    assert r["b17"] == [1, False, 1, 0]  # 136 programs: more than a wave, unsplit on the usual decode config
+    assert r["b17"] == [fwd, 1, False, 1, 0]  # 136 programs: more than a wave, unsplit on the usual decode config
     assert r["forced"] == r["softcap"] == r["dim64"] == r["page4"] == r["paged14"] == r["fp8_dim256"] == split
     # fp8 caches: within 4 x 132 programs (16 slices of 256 keys at batch 4, 2 at 32), none at 64
-    assert r["fp8"] == r["paged_fp8"] == [4, False, 2, 0]
-    assert r["b4_fp8"] == [16, False, 2, 0] and r["b32_fp8"] == split
-    assert r["b64_fp8"] == [1, False, 1, 0]
-    assert r["page128"] == r["page8"] == [1, True, 1, 256]
-    # fewer programs than a wave: as many slices as make one (32 x 4, 24 x 5 and 8 x 16 of 132), merged after
-    assert r["b4"] == [4, True, 2, 0] and r["b3"] == [5, True, 2, 0] and r["b1"] == [16, True, 2, 0]
+    assert r["fp8"] == r["paged_fp8"] == [fwd, 4, False, 2, 0]
+    assert r["b4_fp8"] == [fwd, 16, False, 2, 0] and r["b32_fp8"] == split
+    assert r["b64_fp8"] == [fwd, 1, False, 1, 0]
+    assert r["page128"] == r["page8"] == [fwd, 1, True, 1, 256]
+    # fewer programs than a wave: as many slices as make one (40 x 3 of 132), merged after; 88 x 1 would fill
+    # under 90%, so choose_splits' 3
+    assert r["b5"] == [fwd, 3, True, 2, 0] and r["b11"] == [fwd, 3, False, 2, 0]
+    # at most a quarter of the SMs: attn_decode_tma, in the slices that make one wave (32 x 4, 24 x 5, 8 x 16)
+    assert r["b4"] == r["b4_page16"] == [tma, 4, False, 2, 0]
+    assert r["b3"] == [tma, 5, False, 2, 0] and r["b1"] == [tma, 16, False, 2, 0]
     # choose_splits: within 2 x 132 programs
-    assert r["b4_softcap"] == r["b4_page4"] == [8, False, 2, 0]
-    assert r["b4_page16"] == [0, False, 2, 0]  # attn_decode_paged (the next test), whose grid is (slices x 8, 4, 1)
-    assert r["b4_forced"] == [3, False, 2, 0]  # 96 programs: under 90% of 132
+    assert r["b4_softcap"] == r["b4_page4"] == [fwd, 8, False, 2, 0]
+    assert r["b4_forced"] == [tma, 3, False, 2, 0]  # num_splits given
 
 
 @needs_sm90
-def test_paged_decode_of_few_programs_takes_tma(fake_driver):
-    """A paged 16-bit decode step whose programs (batch x key heads) fill at most a quarter of the fake's 132 SMs goes
-    to attn_decode_paged: grid (key heads x slices, batch, 1), as many slices as make one wave (of at least 256 keys
-    each), the caches as 2-D descriptors of (pages x page_size, heads_k x headdim) rows
-    with boxes of 16 keys x 64 columns, then attn_combine. More programs, pages that are not whole 16-key runs, an
-    fp8 cache or softcap keep attn_fwd; so do caches whose pages are not one block of rows (a page stride with a
-    gap)."""
+def test_decode_of_few_programs_takes_tma(fake_driver):
+    """A decode step from a 16-bit cache whose programs (batch x key heads) fill at most a quarter of the fake's 132
+    SMs goes to attn_decode_tma: grid (key heads x slices, batch, 1), as many slices as make one wave (of at least 256
+    keys each), the caches as 2-D descriptors of (pages x page_size, heads_k x headdim) rows with boxes of 16 keys x
+    64 columns (a contiguous cache's sequences as its pages, no table), then attn_combine. More programs, pages that
+    are not whole 16-key runs, an fp8 cache or softcap keep attn_fwd; so do caches whose pages are not one block of
+    rows (a page stride with a gap), and flash_attn's dense calls (a KV cache's op only)."""
     r = scenario(
         fake_driver,
         f"""
         fake.fake_cuda_expect_params(0)
         def step(batch, page=16, dtype="bfloat16", kv=None, softcap=0.0, splits=0, gap=0):
             q = tensor((batch, 1, 32, 128), dtype, {A})
-            pages = batch * 2048 // page
+            pages, per = (batch * 2048 // page, 2048 // page) if page else (batch, 1)
+            page = page or 2048
             strides = ((page * 8 * 128 + gap), 8 * 128, 128, 1)
             cache = tensor((pages, page, 8, 128), kv or dtype, {B}, strides=strides)
-            table = tensor((batch, 2048 // page), "int32", {C})
+            table = tensor((batch, per), "int32", {C}) if per > 1 else None
             lengths = tensor((batch,), "int32", {D})
             fake.fake_cuda_reset()
             opts = _library.AttentionOptions(0.1, 0, -1, -1, softcap, splits)
             views = (q, cache, cache, None, None, lengths, table, q, None)
             _library.call("xopsaot_flash_attn_with_kvcache", views, opts, 0)
             return [[l["kernel"], l["grid"]] for l in launches()], tensor_maps()
+        q, k = tensor((1, 1, 32, 128), "bfloat16", {A}), tensor((1, 2048, 8, 128), "bfloat16", {B})
+        fake.fake_cuda_reset()
+        _library.call("xopsaot_flash_attn", (q, k, k, q, None, None), options(0.1, splits=0), 0)
+        dense = [l["kernel"] for l in launches()]
         emit(b1=step(1), b4=step(4), b5=step(5), page8=step(1, page=8), page48=step(1, page=48),
              fp8=step(1, kv="float8_e4m3fn"), softcap=step(1, softcap=30.0), gap=step(1, gap=64),
-             forced=step(1, splits=1))
+             forced=step(1, splits=1), contiguous=step(2, page=0), contiguous_b5=step(5, page=0), dense=dense)
     """,
     )
     launches, maps = r["b1"]
     # 132 // 8 = 16 slices would make a wave; 2048 keys make at most 8 of 256
-    assert launches == [["attn_decode_paged", [8 * 8, 1, 1]], ["attn_combine", [32, 1, 1]]]
+    assert launches == [["attn_decode_tma", [8 * 8, 1, 1]], ["attn_combine", [32, 1, 1]]]
     bf16, swizzle_128b = 9, 3
     cache_map = {"address": B, "dims": [8 * 128, 128 * 16], "strides": [8 * 128 * 2], "box": [64, 16],
                  "dtype": bf16, "swizzle": swizzle_128b, "oob_fill": 0}  # fmt: skip
     assert maps == [cache_map, cache_map]
-    assert r["b4"][0] == [["attn_decode_paged", [8 * 4, 4, 1]], ["attn_combine", [4 * 32, 1, 1]]]  # 32 programs
+    assert r["b4"][0] == [["attn_decode_tma", [8 * 4, 4, 1]], ["attn_combine", [4 * 32, 1, 1]]]  # 32 programs
     assert [launch[0] for launch in r["b5"][0]] == ["attn_fwd", "attn_combine"]  # 40 programs: over a quarter of 132
-    assert r["page48"][0][0] == ["attn_decode_paged", [8 * 8, 1, 1]]
-    for case in ("page8", "fp8", "softcap", "gap"):
+    assert r["page48"][0][0] == ["attn_decode_tma", [8 * 8, 1, 1]]
+    for case in ("page8", "fp8", "softcap", "gap", "contiguous_b5"):
         assert r[case][0][0][0] == "attn_fwd", case
-    assert r["forced"][0] == [["attn_decode_paged", [8, 1, 1]]]  # num_splits=1: unsplit, no combine
+    assert r["forced"][0] == [["attn_decode_tma", [8, 1, 1]]]  # num_splits=1: unsplit, no combine
+    launches, maps = r["contiguous"]  # 16 programs: 132 // 16 = 8 slices
+    assert launches == [["attn_decode_tma", [8 * 8, 2, 1]], ["attn_combine", [2 * 32, 1, 1]]]
+    assert maps == [{**cache_map, "dims": [8 * 128, 2 * 2048]}] * 2
+    assert r["dense"][0] == "attn_fwd"
 
 
 # ---- XOPSAOT_AUTOTUNE ----

@@ -19,7 +19,7 @@ typedef struct attn_problem {
   int64_t q_strides[3], k_strides[3], v_strides[3], o_strides[3], lse_strides[3]; /* (batch, seq, head) */
   int64_t batch, seqlen_q, seqlen_k, heads, heads_k, head_dim;
   int64_t page_size, n_pages, max_pages, seqlen_k_new;
-  int varlen;
+  int varlen, kvcache; /* kvcache: flash_attn_with_kvcache's call */
 } attn_problem;
 
 /* A tensor the kernels read: ndim dims of `dtype`, on q's device, last dim contiguous, other strides multiples of
@@ -252,49 +252,57 @@ static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_opt
   return *launched ? xo_launch(&xk_attn_fwd_ws, &keys.T, &a, p->q->device, stream) : XOPSAOT_SUCCESS;
 }
 
-/* A paged cache as TMA sees it in attn_decode_paged: (pages x page_size, heads_k x head_dim) rows, which holds when
- * pages, positions and heads follow each other without gaps between pages. */
+/* A cache as TMA sees it in attn_decode_tma: (pages x page_size, heads_k x head_dim) rows, a contiguous cache's
+ * sequences as its pages; which holds when pages (sequences), positions and heads follow each other without gaps. */
 static int cache_rows(const attn_problem *p, const xopsaot_tensor *t, xo_tma_desc *d) {
-  if (t->strides[0] != p->page_size * t->strides[1] || t->strides[2] != p->head_dim) return 0;
-  *d = (xo_tma_desc){.base = t->data, .rank = 2, .shape = {p->n_pages * p->page_size, p->heads_k * p->head_dim},
+  if (t->strides[0] != t->shape[1] * t->strides[1] || t->strides[2] != p->head_dim ||
+      t->shape[0] * t->shape[1] > INT32_MAX)
+    return 0;
+  *d = (xo_tma_desc){.base = t->data, .rank = 2, .shape = {t->shape[0] * t->shape[1], p->heads_k * p->head_dim},
                      .strides = {t->strides[1], 1}};
   return xo_tma_takes(d, xo_dtype_size(t->dtype));
 }
 
 /* Whether a decode step's programs (batch x key heads) fill at most a quarter of the multiprocessors, where
- * attn_decode_paged gains on an H100 (GQA 32:8, head dim 128, bf16, pages of 16 and 128 shuffled, TB/s: 1 x 8k to
- * 4 x 2k 2.38-2.48 -> 2.83-2.92, 1 x 32k pages of 128 2.48 -> 2.62-2.65); from 64 programs on, attn_fwd held its
- * own or led by 1-4% (benchmarks/experiments/decode_paged_tma.py, h100-2026-11-26-experiments.md, stop 36). */
+ * attn_decode_tma gains on an H100 (GQA 32:8, head dim 128, bf16, TB/s: pages of 16 and 128 shuffled, 1 x 8k to
+ * 4 x 2k 2.38-2.48 -> 2.83-2.92, 1 x 32k pages of 128 2.48 -> 2.62-2.65; contiguous 1 x 8k to 4 x 2k 2.59-2.67 ->
+ * 2.88-2.93, 1 x 2k 0.75-0.78 -> 0.96-0.99, 1 x 32k level, 1 x 128k 3.02 -> 2.97); from 64 programs on, attn_fwd
+ * held its own or led by 1-4% (benchmarks/experiments/decode_paged_tma.py, h100-2026-11-26-experiments.md, stop
+ * 36). */
 static int few_programs(const attn_problem *p, int sm_count) { return 4 * programs_per_slice(p) <= sm_count; }
 
-/* Hopper's decode from a paged 16-bit cache (attn_decode_paged): head_dim a tile width, pages of whole 16-key
- * runs, at most 64 rows (seqlen_q x group) per key head, no softcap or ALiBi, caches TMA can take, and a variant
- * for the device. Fills d (all but the partials' pointers) and says whether it serves the call. */
-static int decode_paged(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
-                        int32_t window_right, int64_t token_rows, int sm_count, xk_attn_decode_paged_args *d) {
-  if (!p->block_table || p->alibi || o->softcap > 0 || p->k->dtype != p->q->dtype || !few_programs(p, sm_count) ||
-      (p->head_dim != 64 && p->head_dim != 128) || p->page_size % 16 ||
-      p->seqlen_q * (p->heads / p->heads_k) > 64 || p->n_pages * p->page_size > INT32_MAX)
+/* Hopper's decode from a 16-bit KV cache (attn_decode_tma): flash_attn_with_kvcache's call of few programs,
+ * head_dim a tile width, pages (if paged) of whole 16-key runs, at most 64 rows (seqlen_q x group) per key head,
+ * no softcap or ALiBi, caches TMA can take, and a variant for the device. Fills d (all but the partials' pointers)
+ * and says whether it serves the call. */
+static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
+                      int32_t window_right, int64_t token_rows, int sm_count, xk_attn_decode_tma_args *d) {
+  if (!p->kvcache || p->alibi || o->softcap > 0 || p->k->dtype != p->q->dtype || !few_programs(p, sm_count) ||
+      (p->head_dim != 64 && p->head_dim != 128) || (p->block_table && p->page_size % 16) ||
+      p->seqlen_q * (p->heads / p->heads_k) > 64)
     return 0;
-  *d = (xk_attn_decode_paged_args){
+  *d = (xk_attn_decode_tma_args){
       .Q = p->q->data, .Out = p->out->data, .Lse = p->lse ? p->lse->data : NULL,
-      .SequsedK = p->seqused_k ? p->seqused_k->data : NULL, .BlockTable = p->block_table->data,
+      .SequsedK = p->seqused_k ? p->seqused_k->data : NULL,
+      .BlockTable = p->block_table ? p->block_table->data : NULL,
       .stride_qb = p->q_strides[0], .stride_qs = p->q_strides[1], .stride_qh = p->q_strides[2],
       .stride_ob = p->o_strides[0], .stride_os = p->o_strides[1], .stride_oh = p->o_strides[2],
       .stride_lb = p->lse_strides[0], .stride_lh = p->lse_strides[2], .stride_ls = p->lse_strides[1],
       .stride_lsplit = token_rows, .stride_psplit = token_rows * p->head_dim,
-      .stride_btb = p->block_table->strides[0],
+      .stride_btb = p->block_table ? p->block_table->strides[0] : 0,
       .seqlen_q = (int32_t)p->seqlen_q, .seqlen_k = (int32_t)p->seqlen_k,
       .heads = (int32_t)p->heads, .group = (int32_t)(p->heads / p->heads_k), .num_splits = 1,
       .has_seqused_k = p->seqused_k != NULL, .seqlen_k_new = (int32_t)p->seqlen_k_new,
-      .page_size = (int32_t)p->page_size, .max_pages = (int32_t)p->max_pages,
+      /* a contiguous cache: one page per sequence, its capacity long */
+      .page_size = (int32_t)p->k->shape[1], .max_pages = p->block_table ? (int32_t)p->max_pages : 1,
+      .paged = p->block_table != NULL,
       .window_left = window_left, .window_right = window_right, .write_lse = p->lse != NULL,
       .qk_scale = o->softmax_scale * 1.4426950408889634f,
       .heads_k = (int32_t)p->heads_k, .batch = (int32_t)p->batch,
   };
-  xk_attn_decode_paged_keys keys = {p->q->dtype, (int32_t)p->head_dim};
+  xk_attn_decode_tma_keys keys = {p->q->dtype, (int32_t)p->head_dim};
   return cache_rows(p, p->k, &d->desc_k) && cache_rows(p, p->v, &d->desc_v) &&
-         xo_can_launch(&xk_attn_decode_paged, &keys.T, d, p->q->device);
+         xo_can_launch(&xk_attn_decode_tma, &keys.T, d, p->q->device);
 }
 
 static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, void *stream) {
@@ -372,9 +380,9 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   };
   /* softcap and ALiBi are run-time switches of the MODS variants; plain calls take the variants without them */
   xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap || p->alibi != NULL};
-  xk_attn_decode_paged_args d;
-  if (paged && sm_count == 0) XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
-  const int tma_decode = decode_paged(p, o, window_left, window_right, token_rows, sm_count, &d);
+  xk_attn_decode_tma_args d;
+  if (p->kvcache && sm_count == 0) XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
+  const int tma_decode = decode_tma(p, o, window_left, window_right, token_rows, sm_count, &d);
   if (tma_decode) {
     /* its programs run one to a multiprocessor (their rings fill its shared memory): as many slices as make one
      * wave */
@@ -399,8 +407,8 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
     a.Opart = opart, a.Lse = lse_part;
     d.Opart = opart, d.Lse = lse_part;
   }
-  xk_attn_decode_paged_keys dkeys = {p->q->dtype, block_d};
-  xopsaot_status st = tma_decode ? xo_launch(&xk_attn_decode_paged, &dkeys.T, &d, p->q->device, stream)
+  xk_attn_decode_tma_keys dkeys = {p->q->dtype, block_d};
+  xopsaot_status st = tma_decode ? xo_launch(&xk_attn_decode_tma, &dkeys.T, &d, p->q->device, stream)
                                  : xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
   if (!st && splits > 1) {
     xk_attn_combine_args c = {
@@ -478,7 +486,7 @@ xopsaot_status xopsaot_flash_attn_with_kvcache(const xopsaot_tensor *q, const xo
                                                const xopsaot_tensor *lse, const xopsaot_attention_options *options,
                                                void *stream) {
   attn_problem p = {.op = "flash_attn_with_kvcache", .q = q, .k = k_cache, .v = v_cache, .out = out, .lse = lse,
-                    .seqused_k = cache_seqlens, .block_table = block_table};
+                    .seqused_k = cache_seqlens, .block_table = block_table, .kvcache = 1};
   XO_TRY(check_half(&p, q, "q", 4));
   XO_TRY(check_cache(&p, k_cache, "k_cache"));
   XO_TRY(check_cache(&p, v_cache, "v_cache"));

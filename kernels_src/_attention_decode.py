@@ -1,7 +1,8 @@
-"""Decode from a paged cache on Hopper, written in Gluon: the key and value blocks arrive by TMA, a copy per run of
-PAGE_RUN keys (a run never crosses a page: pages are multiples of PAGE_RUN), so a block costs a few scalar
-coordinates where attn_fwd's pointer loads compute a 64-bit address per row and per page (the excess that holds its
-paged loop 3-8% under a contiguous cache's, h100-2026-11-26-experiments.md, stop 33).
+"""Decode from a KV cache on Hopper, written in Gluon: the key and value blocks arrive by TMA, a copy per run of
+PAGE_RUN keys, so a block costs a few scalar coordinates where attn_fwd's pointer loads compute a 64-bit address
+per row (and per page). The cache is rows of (pages x page_size, heads_k x head_dim): a paged cache's pages are
+multiples of PAGE_RUN (a run never crosses one) behind the block table; a contiguous cache (batch, capacity, ...) is
+one page per sequence, page b holding sequence b, with no table (`paged` 0).
 
 A program owns up to 64 query rows of one key head (rows = (query, query head) pairs, attn_fwd's GQA packing; one
 wgmma's M) and one slice of its keys: a loader warp reads the block table a block ahead and streams the slice's key
@@ -9,11 +10,12 @@ and value blocks into a ring of STAGES stages; one consumer warpgroup takes QK^T
 block. Each stage holds a block as head-dim chunks of CHUNK columns (the 128-byte swizzle's width at 16 bits), so a
 run of PAGE_RUN rows is one contiguous slice of a chunk.
 
-Semantics are attn_fwd's for a plain paged 16-bit cache (no softcap or ALiBi, head_dim == BLOCK_D): windows and
-causality (bottom-right), cache_seqlens (SequsedK) plus the keys just appended (seqlen_k_new), split-KV partials in
-attn_fwd's layout for attn_combine. Rows past the sequence in its last block are stale cache slots (NaN included):
-their scores are masked and their values zeroed in shared memory before PV. Table entries past the table read as
--1 and coordinates outside the cache read zeros (TMA bounds every copy), so no table reads outside the pool."""
+Semantics are attn_fwd's for a plain 16-bit cache (no softcap or ALiBi, head_dim == BLOCK_D): windows and causality
+(bottom-right), cache_seqlens (SequsedK) plus the keys just appended (seqlen_k_new), split-KV partials in attn_fwd's
+layout for attn_combine. Rows past the sequence in its last block are stale cache slots (NaN included), or the next
+sequence's rows where a contiguous cache's capacity is not a multiple of PAGE_RUN: their scores are masked and their
+values zeroed in shared memory before PV. Slots past the table (or a contiguous cache's capacity) read as page -1,
+and coordinates outside the cache read zeros (TMA bounds every copy), so nothing is read outside it."""
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -28,12 +30,16 @@ CHUNK = gl.constexpr(64)  # head-dim columns per copy and per shared tile
 
 
 @gluon.jit
-def _block_rows(BlockTable, start, page_size, max_pages, RUNS: gl.constexpr, layout: gl.constexpr):
+def _block_rows(BlockTable, start, pages_args, RUNS: gl.constexpr, layout: gl.constexpr):
     """The cache rows (page * page_size + offset in the page) where the block's runs of PAGE_RUN keys begin, for
-    the block whose first key is start; -1 past the table."""
+    the block whose first key is start; -PAGE_RUN (zeros) past the table."""
+    page_size, max_pages, paged, batch = pages_args
     keys = start + gl.arange(0, RUNS, layout=layout) * PAGE_RUN
     slots = keys // page_size
-    pages = gl.load(BlockTable + slots, mask=slots < max_pages, other=-1)
+    if paged != 0:
+        pages = gl.load(BlockTable + slots, mask=slots < max_pages, other=-1)
+    else:  # a contiguous cache: sequence b is page b
+        pages = gl.where(slots < max_pages, batch, -1)
     return gl.where(pages >= 0, pages * page_size + (keys - slots * page_size), -PAGE_RUN)
 
 
@@ -60,13 +66,13 @@ def _load_block(desc, smem, ready, empty, rows, col, i):
 def _loader(desc_k, desc_v, k_smem, v_smem, bars, BlockTable, walk):
     """The slice's blocks in order, the block table read one block ahead of the copies that use it."""
     k_ready, k_empty, v_ready, v_empty = bars
-    s_lo, n_blocks, page_size, max_pages, col = walk
+    s_lo, n_blocks, col, pages_args = walk
     BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
     RUNS: gl.constexpr = BLOCK_N // PAGE_RUN
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-    rows = _block_rows(BlockTable, s_lo, page_size, max_pages, RUNS, layout)
+    rows = _block_rows(BlockTable, s_lo, pages_args, RUNS, layout)
     for i in range(n_blocks):
-        following = _block_rows(BlockTable, s_lo + (i + 1) * BLOCK_N, page_size, max_pages, RUNS, layout)
+        following = _block_rows(BlockTable, s_lo + (i + 1) * BLOCK_N, pages_args, RUNS, layout)
         _load_block(desc_k, k_smem, k_ready, k_empty, rows, col, i)
         _load_block(desc_v, v_smem, v_ready, v_empty, rows, col, i)
         rows = following
@@ -191,7 +197,7 @@ def _consumer(k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_ar
 
 
 @gluon.jit
-def attn_decode_paged(
+def attn_decode_tma(
     desc_k,
     desc_v,
     Q,
@@ -221,6 +227,7 @@ def attn_decode_paged(
     seqlen_k_new,
     page_size,
     max_pages,
+    paged,
     window_left,
     window_right,
     write_lse,
@@ -231,7 +238,8 @@ def attn_decode_paged(
     PDL: gl.constexpr = False,
 ):
     """A program per (key head, slice) and batch element; seqlen_q * group <= 64 (the launcher's condition).
-    desc_k / desc_v: the cache as (pages x page_size, heads_k x head_dim) rows, boxes of PAGE_RUN x CHUNK."""
+    desc_k / desc_v: the cache as (pages x page_size, heads_k x head_dim) rows, boxes of PAGE_RUN x CHUNK; a
+    contiguous cache (paged 0) passes its capacity as page_size and max_pages 1."""
     gl.static_assert(BLOCK_D % CHUNK == 0 and BLOCK_D // CHUNK <= 2, "head dims of 64 or 128")
     gl.static_assert(BLOCK_N % PAGE_RUN == 0, "blocks of whole runs")
     # at head dim 64, blocks of 64 keys came out wrong past each program's first block on an H100 (Triton 3.9; not
@@ -288,7 +296,7 @@ def attn_decode_paged(
         l_base = batch.to(gl.int64) * stride_lb + head0 * stride_lh
     o_base = batch.to(gl.int64) * stride_ob + head0 * stride_oh
     out_args = (o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse)
-    walk = (s_lo, n_blocks, page_size, max_pages, head_k * BLOCK_D)
+    walk = (s_lo, n_blocks, head_k * BLOCK_D, (page_size, max_pages, paged, batch))
     gl.warp_specialize(
         [
             (_consumer, (k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)),
