@@ -288,7 +288,7 @@ static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o,
       .stride_qb = p->q_strides[0], .stride_qs = p->q_strides[1], .stride_qh = p->q_strides[2],
       .stride_ob = p->o_strides[0], .stride_os = p->o_strides[1], .stride_oh = p->o_strides[2],
       .stride_lb = p->lse_strides[0], .stride_lh = p->lse_strides[2], .stride_ls = p->lse_strides[1],
-      .stride_lsplit = token_rows, .stride_psplit = token_rows * p->head_dim,
+      .stride_lsplit = token_rows, .stride_psplit = token_rows * block_d_for(p->head_dim), /* attn_fwd's layout */
       .stride_btb = p->block_table ? p->block_table->strides[0] : 0,
       .seqlen_q = (int32_t)p->seqlen_q, .seqlen_k = (int32_t)p->seqlen_k,
       .heads = (int32_t)p->heads, .group = (int32_t)(p->heads / p->heads_k), .num_splits = 1,
