@@ -6,8 +6,8 @@ one page per sequence, page b holding sequence b, with no table (`paged` 0).
 
 A program owns up to 64 query rows of one key head (rows = (query, query head) pairs, attn_fwd's GQA packing; one
 wgmma's M) and one slice of its keys: a loader warp reads the block table a block ahead and streams the slice's key
-and value blocks into a ring of STAGES stages; one consumer warpgroup takes QK^T, the online softmax and PV per
-block. Each stage holds a block as head-dim chunks of CHUNK columns (the 128-byte swizzle's width at 16 bits), so a
+and value blocks into a ring of STAGES stages; one consumer warpgroup takes QK^T (the queries in shared memory), the
+online softmax and PV per block. Each stage holds a block as head-dim chunks of CHUNK columns (the 128-byte swizzle's width at 16 bits), so a
 run of PAGE_RUN rows is one contiguous slice of a chunk.
 
 Semantics are attn_fwd's for a plain 16-bit cache (no softcap or ALiBi, head_dim == BLOCK_D): windows and causality
@@ -93,15 +93,19 @@ def _zero_stale_rows(v_smem, stage, start, k_len):
 
 
 @gluon.jit
-def _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, c, layout: gl.constexpr):
-    """Columns [c * CHUNK, (c + 1) * CHUNK) of the program's query rows, row r = (query r // group, head r % group)
-    from q_base; zeros past n_rows."""
+def _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem):
+    """The program's query rows into q_smem (a tile of CHUNK columns per head-dim chunk), row r = (query r // group,
+    head r % group) from q_base; zeros past n_rows. QK^T reads them from there: held in registers as wgmma's A
+    operand beside P, they came out overwritten by the previous block's P at head dim 64 with 64-key blocks (ptxas
+    gave both operands the same registers; h100-2026-11-26-experiments.md, stop 36)."""
     load: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, load))
-    d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, load))
     offsets = q_base + (r // group).to(gl.int64) * stride_qs + (r % group).to(gl.int64) * stride_qh
-    q = gl.load(Q + offsets[:, None] + d[None, :], mask=(r < n_rows)[:, None], other=0.0)
-    return gl.convert_layout(q, layout)
+    CHUNKS: gl.constexpr = q_smem.type.shape[0]
+    for c in gl.static_range(CHUNKS):
+        d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, load))
+        q_smem.index(c).store(gl.load(Q + offsets[:, None] + d[None, :], mask=(r < n_rows)[:, None], other=0.0))
+    fence_async_shared()
 
 
 @gluon.jit
@@ -120,7 +124,7 @@ def _store_chunk(out, c, rows, row_ok, Out, Opart, where):
 
 
 @gluon.jit
-def _consumer(k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args):
+def _consumer(q_smem, k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args):
     k_ready, k_empty, v_ready, v_empty = bars
     q_base, stride_qs, stride_qh, n_rows, group, q_len = q_args
     s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale = key_args
@@ -132,15 +136,11 @@ def _consumer(k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_ar
     dtype: gl.constexpr = k_smem[0].dtype
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
     o_layout: gl.constexpr = _wgmma_layout(CHUNK)
-    q_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=2)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    q0 = _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, 0, q_layout)
-    q1 = q0
-    if CHUNKS == 2:
-        q1 = _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, 1, q_layout)
+    _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem)
     rows = gl.arange(0, WG_ROWS, layout=row_s)
     diag = rows // group + (k_len - q_len)
     zero_s = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=s_layout)
@@ -153,9 +153,9 @@ def _consumer(k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_ar
         phase = (i // STAGES) & 1
         start = s_lo + i * BLOCK_N
         mbarrier.wait(k_ready.index(stage), phase)
-        s = warpgroup_mma(q0, k_smem[0].index(stage).permute((1, 0)), zero_s, use_acc=False)
+        s = warpgroup_mma(q_smem.index(0), k_smem[0].index(stage).permute((1, 0)), zero_s, use_acc=False)
         if CHUNKS == 2:
-            s = warpgroup_mma(q1, k_smem[1].index(stage).permute((1, 0)), s)
+            s = warpgroup_mma(q_smem.index(1), k_smem[1].index(stage).permute((1, 0)), s)
         mbarrier.arrive(k_empty.index(stage))
         s = s * qk_scale
         masked = (start < u_lo) | (start + BLOCK_N > u_hi)
@@ -242,9 +242,6 @@ def attn_decode_tma(
     contiguous cache (paged 0) passes its capacity as page_size and max_pages 1."""
     gl.static_assert(BLOCK_D % CHUNK == 0 and BLOCK_D // CHUNK <= 2, "head dims of 64 or 128")
     gl.static_assert(BLOCK_N % PAGE_RUN == 0, "blocks of whole runs")
-    # at head dim 64, blocks of 64 keys came out wrong past each program's first block on an H100 (Triton 3.9; not
-    # understood: head dim 128 with 64-key blocks and head dim 64 with 128-key blocks are right)
-    gl.static_assert(BLOCK_D > CHUNK or BLOCK_N > CHUNK, "head dim 64 takes blocks of 128 keys")
     if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
         gdc_wait()
     head_k = gl.program_id(0) // num_splits
@@ -264,6 +261,7 @@ def attn_decode_tma(
     CHUNKS: gl.constexpr = BLOCK_D // CHUNK
     dtype: gl.constexpr = Out.dtype.element_ty
     tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    q_smem = gl.allocate_shared_memory(dtype, [CHUNKS, WG_ROWS, CHUNK], tile)
     # a ring per head-dim chunk, for keys and for values
     k_smem = (gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile),)
     v_smem = (gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile),)
@@ -299,7 +297,7 @@ def attn_decode_tma(
     walk = (s_lo, n_blocks, head_k * BLOCK_D, (page_size, max_pages, paged, batch))
     gl.warp_specialize(
         [
-            (_consumer, (k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)),
+            (_consumer, (q_smem, k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)),
             (_loader, (desc_k, desc_v, k_smem, v_smem, bars, BlockTable + batch.to(gl.int64) * stride_btb, walk)),
         ],
         [1],
