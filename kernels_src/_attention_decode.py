@@ -7,8 +7,8 @@ one page per sequence, page b holding sequence b, with no table (`paged` 0).
 A program owns up to 64 query rows of one key head (rows = (query, query head) pairs, attn_fwd's GQA packing; one
 wgmma's M) and one slice of its keys: a loader warp reads the block table a block ahead and streams the slice's key
 and value blocks into a ring of STAGES stages; one consumer warpgroup takes QK^T (the queries in shared memory), the
-online softmax and PV per block. Each stage holds a block as head-dim chunks of CHUNK columns (the 128-byte swizzle's width at 16 bits), so a
-run of PAGE_RUN rows is one contiguous slice of a chunk.
+online softmax and PV per block. Each stage holds a block as head-dim chunks of CHUNK columns (the 128-byte
+swizzle's width at 16 bits), so a run of PAGE_RUN rows is one contiguous slice of a chunk.
 
 Semantics are attn_fwd's for a plain 16-bit cache (no softcap or ALiBi, head_dim == BLOCK_D): windows and causality
 (bottom-right), cache_seqlens (SequsedK) plus the keys just appended (seqlen_k_new), split-KV partials in attn_fwd's
