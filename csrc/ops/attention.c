@@ -255,9 +255,7 @@ static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_opt
 /* A cache as TMA sees it in attn_decode_tma: (pages x page_size, heads_k x head_dim) rows, a contiguous cache's
  * sequences as its pages; which holds when pages (sequences), positions and heads follow each other without gaps. */
 static int cache_rows(const attn_problem *p, const xopsaot_tensor *t, xo_tma_desc *d) {
-  if (t->strides[0] != t->shape[1] * t->strides[1] || t->strides[2] != p->head_dim ||
-      t->shape[0] * t->shape[1] > INT32_MAX)
-    return 0;
+  if (t->strides[0] != t->shape[1] * t->strides[1] || t->strides[2] != p->head_dim) return 0;
   *d = (xo_tma_desc){.base = t->data, .rank = 2, .shape = {t->shape[0] * t->shape[1], p->heads_k * p->head_dim},
                      .strides = {t->strides[1], 1}};
   return xo_tma_takes(d, xo_dtype_size(t->dtype));
