@@ -2,22 +2,21 @@
 splits, CUDA graphs), GQA 32:8, head dim 128, bf16, for the contiguous cache, the same cache as pages of one whole
 sequence each (a table of one page per sequence: attn_decode_tma where the step has few programs), and pools of
 pages of 16 and 128 in shuffled order (attention.py's layouts), at attention.py's decode shapes and others. With
---alternate K every attn_decode_tma bucket runs its K-th alternate (an autotune cache file that names it,
-XOPSAOT_AUTOTUNE=1 in a child process), so its configs compare in one wheel.
+--alternate K the bf16 head-dim-128 attn_decode_tma bucket runs its K-th alternate (an autotune cache file that names
+it, XOPSAOT_AUTOTUNE=1 in a child process), so its configs compare in one wheel.
 
     python3 benchmarks/experiments/decode_paged_tma.py LABEL [--alternate K]
 """
 
 import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+BUCKET = "attn_decode_tma/sm_90/bf16/BLOCK_D=128/"  # the variants these shapes (bf16, head dim 128) take
 SHAPES = (
     (64, 8192),
     (16, 4096),
@@ -33,22 +32,18 @@ SHAPES = (
 )
 
 
-def forced_cache(alternate: int) -> str:
-    """An autotune cache file whose lines choose each attn_decode_tma bucket's alternate-th alternate."""
+def forced_env(alternate: int) -> dict:
+    """The environment of a child that runs the alternate-th alternate of attn_decode_tma's bf16 head-dim-128 bucket
+    (the one these shapes take), through run.py's forced_variant_env."""
+    from run import forced_variant_env
+
     import xopsaot
     from xopsaot import _library
 
-    manifest, device = _library.manifest(), xopsaot.info()["devices"][0]["name"]
-    lines = []
-    for base in (v for v in manifest["variants"] if v["kernel"] == "attn_decode_tma" and v["alternate_of"] is None):
-        alternates = [v for v in manifest["variants"] if v["alternate_of"] == base["index"]]
-        if 1 <= alternate <= len(alternates):
-            chosen = alternates[alternate - 1]
-            lines.append(f"{device}\t{base['label']}\t{chosen['when']}\t{chosen['label']}\n")
-    handle, path = tempfile.mkstemp(suffix=".tsv")
-    os.write(handle, "".join(lines).encode())
-    os.close(handle)
-    return path
+    variants = [v for v in _library.manifest()["variants"] if v["label"].startswith(BUCKET)]
+    primary = next(v for v in variants if v["alternate_of"] is None)
+    alternates = [v for v in variants if v["alternate_of"] == primary["index"]]
+    return forced_variant_env(xopsaot.info()["devices"][0]["name"], primary, alternates[alternate - 1])
 
 
 def main() -> None:
@@ -58,7 +53,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
     if args.alternate and not args.child:
-        env = {**os.environ, "XOPSAOT_AUTOTUNE": "1", "XOPSAOT_AUTOTUNE_CACHE": forced_cache(args.alternate)}
+        env = forced_env(args.alternate)
         command = [sys.executable, __file__, args.label, "--alternate", str(args.alternate), "--child"]
         sys.exit(subprocess.run(command, env=env).returncode)
 
