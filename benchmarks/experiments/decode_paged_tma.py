@@ -5,7 +5,7 @@ pages of 16 and 128 in shuffled order (attention.py's layouts), at attention.py'
 --alternate K the bf16 head-dim-128 attn_decode_tma bucket runs its K-th alternate (an autotune cache file that names
 it, XOPSAOT_AUTOTUNE=1 in a child process), so its configs compare in one wheel.
 
-    python3 benchmarks/experiments/decode_paged_tma.py LABEL [--alternate K]
+    python3 benchmarks/experiments/decode_paged_tma.py LABEL [--alternate K] [--shapes I ...]
 """
 
 import argparse
@@ -50,11 +50,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("label")
     parser.add_argument("--alternate", type=int, default=0)
+    parser.add_argument("--shapes", nargs="*", type=int, default=list(range(len(SHAPES))), help="indices in SHAPES")
     parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
     if args.alternate and not args.child:
         env = forced_env(args.alternate)
-        command = [sys.executable, __file__, args.label, "--alternate", str(args.alternate), "--child"]
+        command = [sys.executable, __file__, args.label, "--alternate", str(args.alternate), "--child", "--shapes"]
+        command += [str(i) for i in args.shapes]
         sys.exit(subprocess.run(command, env=env).returncode)
 
     import torch
@@ -64,7 +66,7 @@ def main() -> None:
     from xopsaot import _library
 
     warm_up_gpu(1.0)
-    for batch, context in SHAPES:
+    for batch, context in (SHAPES[i] for i in args.shapes):
         q, kc, vc, lengths, nbytes = decode_step(batch, context)
         row = {"build": args.label, "alternate": args.alternate, "batch": batch, "context": context}
         row["contiguous"] = round(kvcache_tbps(q, kc, vc, lengths, nbytes), 3)

@@ -1,12 +1,14 @@
 """Is paged decode's gap to the contiguous cache a matter of where the pages lie? The installed wheel's decode
 (automatic splits, CUDA graphs) on attention.py's decode shapes with the same keys and values as a contiguous cache
-and as pools of pages of 16 and 128 under four block tables: in order (each sequence's pages consecutive, as the
-contiguous cache), shuffled within runs of 2 MB of pool (a few TLB pages per sequence's stretch), shuffled across
-the whole pool (attention.py's table) and in order with the sequences interleaved page by page. TB/s of KV read.
+and as pools of pages of 16 and 128 under several block tables: in order (each sequence's pages consecutive, as the
+contiguous cache), shuffled within runs of 2 MB of pool (a few TLB pages per sequence's stretch; --windows adds
+other run sizes), shuffled across the whole pool (attention.py's table) and in order with the sequences interleaved
+page by page. TB/s of KV read. --shapes picks attention.py's decode shapes by index.
 
-    python3 benchmarks/experiments/paged_locality.py
+    python3 benchmarks/experiments/paged_locality.py [--windows 256K 2M 16M] [--shapes 1 2]
 """
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -17,26 +19,30 @@ from attention import DECODE_SHAPES, decode_step, kvcache_tbps, paged_view  # no
 from run import warm_up_gpu  # noqa: E402
 
 
-def tables(batch: int, per: int, page_bytes: int) -> dict:
+def tables(batch: int, per: int, page_bytes: int, windows: list[str]) -> dict:
     """Block tables (batch, per) over a pool of batch * per pages."""
-    ordered = torch.arange(batch * per, device="cuda").view(batch, per)
-    run = max(1, 2**21 // page_bytes)  # pages per 2 MB of pool
-    local = torch.cat([start + torch.randperm(min(run, batch * per - start), device="cuda")
-                       for start in range(0, batch * per, run)]).view(batch, per)  # fmt: skip
-    shuffled = torch.randperm(batch * per, device="cuda").view(batch, per)
-    interleaved = torch.arange(batch * per, device="cuda").view(per, batch).T
-    named = {"ordered": ordered, "local 2MB": local, "shuffled": shuffled, "interleaved": interleaved}
+    named = {"ordered": torch.arange(batch * per, device="cuda").view(batch, per)}
+    for window in windows:
+        run = max(1, int(window[:-1]) * {"K": 2**10, "M": 2**20}[window[-1]] // page_bytes)  # pages per window
+        named[f"local {window}"] = torch.cat([start + torch.randperm(min(run, batch * per - start), device="cuda")
+                                              for start in range(0, batch * per, run)]).view(batch, per)  # fmt: skip
+    named["shuffled"] = torch.randperm(batch * per, device="cuda").view(batch, per)
+    named["interleaved"] = torch.arange(batch * per, device="cuda").view(per, batch).T
     return {name: t.to(torch.int32).contiguous() for name, t in named.items()}
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--windows", nargs="*", default=["2M"])
+    parser.add_argument("--shapes", nargs="*", type=int, default=list(range(len(DECODE_SHAPES))))
+    args = parser.parse_args()
     warm_up_gpu(1.0)
-    for batch, context in DECODE_SHAPES:
+    for batch, context in (DECODE_SHAPES[i] for i in args.shapes):
         q, kc, vc, lengths, nbytes = decode_step(batch, context)
         cells = [f"contiguous {kvcache_tbps(q, kc, vc, lengths, nbytes):.2f}"]
         for page in (16, 128):
             page_bytes = page * kc.shape[2] * kc.shape[3] * kc.element_size()
-            for name, table in tables(batch, context // page, page_bytes).items():
+            for name, table in tables(batch, context // page, page_bytes, args.windows).items():
                 pools = paged_view(kc, page, table)[0], paged_view(vc, page, table)[0]
                 cells.append(f"p{page} {name} {kvcache_tbps(q, *pools, lengths, nbytes, table):.2f}")
         print(f"b{batch}x{context}: " + ", ".join(cells), flush=True)
