@@ -10,7 +10,12 @@ and value blocks into a ring of STAGES stages; one consumer warpgroup takes QK^T
 online softmax and PV per block. Each stage holds a block as head-dim chunks of CHUNK columns (the 128-byte
 swizzle's width at 16 bits), so a run of PAGE_RUN rows is one contiguous slice of a chunk.
 
-Semantics are attn_fwd's for a plain 16-bit cache (no softcap or ALiBi, head_dim == BLOCK_D): windows and causality
+An fp8 e4m3 cache (raw bytes) arrives the same way, half the bytes a copy; the consumer decodes each stage into fp16
+tiles in shared memory (rows past the sequence zeroed there) before its products read them, all in fp16 (bf16 queries
+divided by a power of two into fp16's range), with k_scale folded into qk_scale by the launcher and v_scale applied to
+the output.
+
+Semantics are attn_fwd's for a plain cache (no softcap or ALiBi, head_dim == BLOCK_D): windows and causality
 (bottom-right), cache_seqlens (SequsedK) plus the keys just appended (seqlen_k_new), split-KV partials in attn_fwd's
 layout for attn_combine. Rows past the sequence in its last block are stale cache slots (NaN included), or the next
 sequence's rows where a contiguous cache's capacity is not a multiple of PAGE_RUN: their scores are masked and their
@@ -93,19 +98,58 @@ def _zero_stale_rows(v_smem, stage, start, k_len):
 
 
 @gluon.jit
+def _widen(ring, stage, wide, start, k_len, ZERO_PAST: gl.constexpr):
+    """An fp8 block's chunks decoded into the fp16 tiles `wide` the products read (cvt from e4m3x2, exact); with
+    ZERO_PAST (values) rows at or past k_len become zeros, as _zero_stale_rows does."""
+    BLOCK_N: gl.constexpr = ring[0].type.shape[1]
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [4, 1], [1, 0])  # 16 bytes a thread per row
+    rows = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    for c in gl.static_range(len(ring)):
+        x = ring[c].index(stage).load(layout).to(gl.float8e4nv, bitcast=True).to(wide[c].dtype)
+        if ZERO_PAST:
+            x = gl.where((rows < k_len)[:, None], x, gl.zeros_like(x))
+        wide[c].store(x)
+    fence_async_shared()
+
+
+@gluon.jit
+def _tile(ring, wide, c: gl.constexpr, stage):
+    """Chunk c of the block the products read: the ring's stage, or its decoded copy in `wide` (an fp8 cache)."""
+    if ring[c].dtype == wide[c].dtype:
+        return ring[c].index(stage)
+    else:
+        return wide[c]
+
+
+@gluon.jit
 def _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem):
     """The program's query rows into q_smem (a tile of CHUNK columns per head-dim chunk), row r = (query r // group,
     head r % group) from q_base; zeros past n_rows. QK^T reads them from there: held in registers as wgmma's A
     operand beside P, they came out overwritten by the previous block's P at head dim 64 with 64-key blocks (ptxas
-    gave both operands the same registers; h100-2026-11-26-experiments.md, stop 36)."""
+    gave both operands the same registers; h100-2026-11-26-experiments.md, stop 36). Where q_smem is fp16 and the
+    queries bf16 (an fp8 cache's products), they are stored divided by a power of two that brings them within fp16's
+    range; returns that divisor (1 otherwise), which the caller folds into the score scale."""
     load: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, load))
     offsets = q_base + (r // group).to(gl.int64) * stride_qs + (r % group).to(gl.int64) * stride_qh
     CHUNKS: gl.constexpr = q_smem.type.shape[0]
-    for c in gl.static_range(CHUNKS):
-        d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, load))
-        q_smem.index(c).store(gl.load(Q + offsets[:, None] + d[None, :], mask=(r < n_rows)[:, None], other=0.0))
+    d = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, load))
+    q0 = gl.load(Q + offsets[:, None] + d[None, :], mask=(r < n_rows)[:, None], other=0.0)
+    q1 = q0
+    if CHUNKS == 2:
+        q1 = gl.load(Q + offsets[:, None] + (CHUNK + d)[None, :], mask=(r < n_rows)[:, None], other=0.0)
+    unit = 1.0
+    if q_smem.dtype != q0.dtype:
+        big = gl.maximum(gl.max(gl.max(gl.abs(q0.to(gl.float32)), axis=1), axis=0),
+                         gl.max(gl.max(gl.abs(q1.to(gl.float32)), axis=1), axis=0))  # fmt: skip
+        unit = gl.exp2(gl.maximum(gl.ceil(gl.log2(big)) - 14.0, 0.0))  # at most 2^14 after the division
+        q0 = q0.to(gl.float32) / unit
+        q1 = q1.to(gl.float32) / unit
+    q_smem.index(0).store(q0.to(q_smem.dtype))
+    if CHUNKS == 2:
+        q_smem.index(1).store(q1.to(q_smem.dtype))
     fence_async_shared()
+    return unit
 
 
 @gluon.jit
@@ -124,23 +168,25 @@ def _store_chunk(out, c, rows, row_ok, Out, Opart, where):
 
 
 @gluon.jit
-def _consumer(q_smem, k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args):
+def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, key_args, out_args):
     k_ready, k_empty, v_ready, v_empty = bars
+    k_wide, v_wide = wide  # the rings themselves for a 16-bit cache
     q_base, stride_qs, stride_qh, n_rows, group, q_len = q_args
-    s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale = key_args
+    s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale, v_scale = key_args
     o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse = out_args
     STAGES: gl.constexpr = k_smem[0].type.shape[0]
     BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
     CHUNKS: gl.constexpr = len(k_smem)
     BLOCK_D: gl.constexpr = CHUNKS * CHUNK
-    dtype: gl.constexpr = k_smem[0].dtype
+    FP8: gl.constexpr = k_smem[0].dtype != Out.dtype.element_ty
+    dtype: gl.constexpr = q_smem.dtype  # the products': the queries', or fp16 for an fp8 cache
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
     o_layout: gl.constexpr = _wgmma_layout(CHUNK)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem)
+    qk_scale = qk_scale * _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem)
     rows = gl.arange(0, WG_ROWS, layout=row_s)
     diag = rows // group + (k_len - q_len)
     zero_s = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=s_layout)
@@ -153,10 +199,14 @@ def _consumer(q_smem, k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args
         phase = (i // STAGES) & 1
         start = s_lo + i * BLOCK_N
         mbarrier.wait(k_ready.index(stage), phase)
-        s = warpgroup_mma(q_smem.index(0), k_smem[0].index(stage).permute((1, 0)), zero_s, use_acc=False)
+        if FP8:  # decoded, the stage is free before the product
+            _widen(k_smem, stage, k_wide, start, k_len, False)
+            mbarrier.arrive(k_empty.index(stage))
+        s = warpgroup_mma(q_smem.index(0), _tile(k_smem, k_wide, 0, stage).permute((1, 0)), zero_s, use_acc=False)
         if CHUNKS == 2:
-            s = warpgroup_mma(q_smem.index(1), k_smem[1].index(stage).permute((1, 0)), s)
-        mbarrier.arrive(k_empty.index(stage))
+            s = warpgroup_mma(q_smem.index(1), _tile(k_smem, k_wide, 1, stage).permute((1, 0)), s)
+        if not FP8:
+            mbarrier.arrive(k_empty.index(stage))
         s = s * qk_scale
         masked = (start < u_lo) | (start + BLOCK_N > u_hi)
         if masked:
@@ -171,15 +221,22 @@ def _consumer(q_smem, k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args
         alpha_o = gl.convert_layout(alpha, row_o)[:, None]
         p_op = gl.convert_layout(p.to(dtype), p_layout)
         mbarrier.wait(v_ready.index(stage), phase)
-        if start + BLOCK_N > k_len:
+        if FP8:
+            if start + BLOCK_N > k_len:
+                _widen(v_smem, stage, v_wide, start, k_len, True)
+            else:
+                _widen(v_smem, stage, v_wide, start, k_len, False)
+            mbarrier.arrive(v_empty.index(stage))
+        elif start + BLOCK_N > k_len:
             _zero_stale_rows(v_smem, stage, start, k_len)
-        acc0 = warpgroup_mma(p_op, v_smem[0].index(stage), acc0 * alpha_o)
+        acc0 = warpgroup_mma(p_op, _tile(v_smem, v_wide, 0, stage), acc0 * alpha_o)
         if CHUNKS == 2:
-            acc1 = warpgroup_mma(p_op, v_smem[1].index(stage), acc1 * alpha_o)
-        mbarrier.arrive(v_empty.index(stage))
+            acc1 = warpgroup_mma(p_op, _tile(v_smem, v_wide, 1, stage), acc1 * alpha_o)
+        if not FP8:
+            mbarrier.arrive(v_empty.index(stage))
 
     seen = l_i > 0
-    scale = gl.convert_layout(1.0 / gl.where(seen, l_i, 1.0), row_o)[:, None]
+    scale = gl.convert_layout(v_scale / gl.where(seen, l_i, 1.0), row_o)[:, None]
     rows_o = gl.arange(0, WG_ROWS, layout=row_o)
     row_ok = rows_o < n_rows
     where = (o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out)
@@ -232,14 +289,16 @@ def attn_decode_tma(
     window_right,
     write_lse,
     qk_scale,
+    v_scale,
     BLOCK_D: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
     PDL: gl.constexpr = False,
 ):
     """A program per (key head, slice) and batch element; seqlen_q * group <= 64 (the launcher's condition).
-    desc_k / desc_v: the cache as (pages x page_size, heads_k x head_dim) rows, boxes of PAGE_RUN x CHUNK; a
-    contiguous cache (paged 0) passes its capacity as page_size and max_pages 1."""
+    desc_k / desc_v: the cache as (pages x page_size, heads_k x head_dim) rows, boxes of PAGE_RUN x CHUNK (16-bit
+    elements, or an fp8 cache's bytes); a contiguous cache (paged 0) passes its capacity as page_size and max_pages 1.
+    qk_scale carries log2(e) and an fp8 cache's k_scale; v_scale scales the output (1 for a 16-bit cache)."""
     gl.static_assert(BLOCK_D % CHUNK == 0 and BLOCK_D // CHUNK <= 2, "head dims of 64 or 128")
     gl.static_assert(BLOCK_N % PAGE_RUN == 0, "blocks of whole runs")
     if PDL:  # as kernels_src/_pdl.py's wait_for_predecessor, in Gluon
@@ -261,13 +320,25 @@ def attn_decode_tma(
     CHUNKS: gl.constexpr = BLOCK_D // CHUNK
     dtype: gl.constexpr = Out.dtype.element_ty
     tile: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    q_smem = gl.allocate_shared_memory(dtype, [CHUNKS, WG_ROWS, CHUNK], tile)
-    # a ring per head-dim chunk, for keys and for values
-    k_smem = (gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile),)
-    v_smem = (gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile),)
+    # the products' dtype: the queries', or fp16 for an fp8 cache (e4m3 decodes to fp16 in one instruction a pair,
+    # where bf16 takes a further conversion per element: 3x the step's time on an H100)
+    mma: gl.constexpr = gl.float16 if desc_k.dtype != dtype else dtype
+    q_smem = gl.allocate_shared_memory(mma, [CHUNKS, WG_ROWS, CHUNK], tile)
+    # a ring per head-dim chunk, for keys and for values, in the descriptors' element type and layout
+    ring: gl.constexpr = desc_k.layout
+    k_smem = (gl.allocate_shared_memory(desc_k.dtype, [STAGES, BLOCK_N, CHUNK], ring),)
+    v_smem = (gl.allocate_shared_memory(desc_v.dtype, [STAGES, BLOCK_N, CHUNK], ring),)
     if CHUNKS == 2:
-        k_smem = (k_smem[0], gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile))
-        v_smem = (v_smem[0], gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, CHUNK], tile))
+        k_smem = (k_smem[0], gl.allocate_shared_memory(desc_k.dtype, [STAGES, BLOCK_N, CHUNK], ring))
+        v_smem = (v_smem[0], gl.allocate_shared_memory(desc_v.dtype, [STAGES, BLOCK_N, CHUNK], ring))
+    wide = (k_smem, v_smem)
+    if desc_k.dtype != dtype:  # an fp8 cache: a block's keys and values decoded to fp16 for the products
+        k_wide = (gl.allocate_shared_memory(mma, [BLOCK_N, CHUNK], tile),)
+        v_wide = (gl.allocate_shared_memory(mma, [BLOCK_N, CHUNK], tile),)
+        if CHUNKS == 2:
+            k_wide = (k_wide[0], gl.allocate_shared_memory(mma, [BLOCK_N, CHUNK], tile))
+            v_wide = (v_wide[0], gl.allocate_shared_memory(mma, [BLOCK_N, CHUNK], tile))
+        wide = (k_wide, v_wide)
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -282,7 +353,7 @@ def attn_decode_tma(
     head0 = (head_k * group).to(gl.int64)  # the program's first query head
     q_base = batch.to(gl.int64) * stride_qb + head0 * stride_qh
     q_args = (q_base, stride_qs, stride_qh, q_len * group, group, q_len)
-    key_args = (s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale)
+    key_args = (s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale, v_scale)
     split_out = num_splits > 1
     # partials: (split, token, head, BLOCK_D) float32 and (split, token, head), token = batch * seqlen_q + query
     part_row = heads.to(gl.int64)
@@ -297,7 +368,7 @@ def attn_decode_tma(
     walk = (s_lo, n_blocks, head_k * BLOCK_D, (page_size, max_pages, paged, batch))
     gl.warp_specialize(
         [
-            (_consumer, (q_smem, k_smem, v_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)),
+            (_consumer, (q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)),
             (_loader, (desc_k, desc_v, k_smem, v_smem, bars, BlockTable + batch.to(gl.int64) * stride_btb, walk)),
         ],
         [1],

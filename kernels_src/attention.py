@@ -18,7 +18,8 @@ Head dims up to 256: tiles are 64, 128 or 256 wide (BLOCK_D) and the lanes past 
 hint that head_dim and the strides are multiples of 8 keeps the loads 16 bytes wide.
 
 On Hopper two Gluon kernels take over where they are faster (csrc/ops/attention.c chooses): prefill whose heads
-sit side by side (_attention_ws.py) and paged 16-bit decode steps of few programs (_attention_decode.py).
+sit side by side (_attention_ws.py) and decode steps of few programs from a cache, 16-bit or fp8
+(_attention_decode.py).
 
 A cache may hold fp8 e4m3 (KV = "e4m3", raw bytes): keys and values are decoded to 16-bit floats on load, by the
 target's conversion instructions where it has them (sm_89 and later), else by bit arithmetic (sm_80), and the
@@ -596,9 +597,12 @@ def ws_configs(target: Target, keys) -> list[Config]:
 
 
 def decode_tma_configs(target: Target, keys) -> list[Config]:
-    """attn_decode_tma's tiles from the tuning table's decode_tma_tiles ([BLOCK_N, STAGES] per head dim), the
-    first the dispatched one and the others alternates (XOPSAOT_AUTOTUNE)."""
-    bucket = TUNING[str(target.arch)]["decode_tma_tiles"][str(keys["BLOCK_D"])]
+    """attn_decode_tma's tiles from the tuning table's decode_tma_tiles (16-bit caches) or decode_tma_fp8_tiles
+    ([BLOCK_N, STAGES] per head dim), the first the dispatched one and the others alternates (XOPSAOT_AUTOTUNE)."""
+    if keys["KV"] not in (keys["T"], "e4m3"):
+        return []
+    table = "decode_tma_fp8_tiles" if keys["KV"] == "e4m3" else "decode_tma_tiles"
+    bucket = TUNING[str(target.arch)][table][str(keys["BLOCK_D"])]
     return [
         Config({"BLOCK_N": bn, "STAGES": stages}, num_warps=4, num_stages=1, alternate=i > 0)
         for i, (bn, stages) in enumerate([bucket["config"], *bucket.get("alternates", [])])
@@ -735,8 +739,8 @@ KERNELS = [
         fn=attn_decode_tma,
         op="flash_attn_with_kvcache",
         args=[
-            tensor_desc("desc_k", "T", (PAGE_RUN.value, CHUNK.value)),
-            tensor_desc("desc_v", "T", (PAGE_RUN.value, CHUNK.value)),
+            tensor_desc("desc_k", "KV", (PAGE_RUN.value, CHUNK.value)),
+            tensor_desc("desc_v", "KV", (PAGE_RUN.value, CHUNK.value)),
             ptr("Q", "T"),
             ptr("Out", "T"),
             ptr("Lse", "fp32", aligned=False),
@@ -764,8 +768,9 @@ KERNELS = [
             i32("window_right"),
             i32("write_lse"),
             f32("qk_scale"),
+            f32("v_scale"),
         ],
-        keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128]},
+        keys={"T": ["fp16", "bf16"], "KV": ["fp16", "bf16", "e4m3"], "BLOCK_D": [64, 128]},
         grid_args=[i32("heads_k"), i32("batch")],
         grid=["heads_k * num_splits", "batch", "1"],
         configs=decode_tma_configs,

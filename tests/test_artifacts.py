@@ -154,18 +154,20 @@ def test_manifest_records_what_a_variant_needs():
 def test_host_descriptor_variants_record_their_encoding():
     """The Hopper prefill kernels' host descriptors: attn_fwd_ws_dense's three 3-D ones (boxes of one batch
     element), attn_fwd_ws's 2-D query and key ones; rows of at most 128 bytes (the 128-byte swizzle's limit: wider
-    heads take two copies) of 16-bit elements. matmul_ws's four 2-D ones and attn_decode_tma's two below. No other
-    kernel records any."""
+    heads take two copies) of 16-bit elements. matmul_ws's four 2-D ones and attn_decode_tma's two below (16-bit or
+    fp8 caches). No other kernel records any."""
     kernels = {"attn_fwd_ws_dense": ["desc_q", "desc_k", "desc_v"], "attn_fwd_ws": ["desc_q", "desc_k"]}
     matmul = [v for v in MANIFEST["variants"] if v["kernel"] == "matmul_ws"]
     decode = [v for v in MANIFEST["variants"] if v["kernel"] == "attn_decode_tma"]
     others = {*kernels, "matmul_ws", "attn_decode_tma"}
     assert all(not v["tma_descriptors"] for v in MANIFEST["variants"] if v["kernel"] not in others)
     assert bool(matmul) == bool(decode) == ("sm_90a" in MANIFEST["archs"])
-    for v in decode:  # the caches' rows: runs of 16 keys, 64 columns of one head per copy
+    for v in decode:  # the caches' rows: runs of 16 keys, 64 columns of one head per copy (an fp8 cache's bytes)
         assert [d["arg"] for d in v["tma_descriptors"]] == ["desc_k", "desc_v"]
         assert [d["block_size"] for d in v["tma_descriptors"]] == [[16, 64], [16, 64]]
-        assert all(d["elem_size"] == 2 and d["swizzle"] == 3 for d in v["tma_descriptors"])
+        size, swizzle = (1, 2) if v["dtypes"]["KV"] == "float8_e4m3fn" else (2, 3)  # 64-byte rows: 64-byte swizzle
+        assert all(d["elem_size"] == size and d["swizzle"] == swizzle for d in v["tma_descriptors"])
+    assert {v["dtypes"]["KV"] for v in decode} == ({"float16", "bfloat16", "float8_e4m3fn"} if decode else set())
     for v in matmul:  # a, b (a weight's rows, or b's), the output and the residual; 128-byte rows, tiles in copies
         c = v["constexprs"]
         b_box = [c["BLOCK_N"], c["BLOCK_K"]] if v["keys"]["B_K_CONTIGUOUS"] else [c["BLOCK_K"], 64]

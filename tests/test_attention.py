@@ -461,16 +461,17 @@ DECODE_TMA_CASES = {  # group, seqlen_q, options
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kv", ["16-bit", "fp8"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("dim", [64, 128])
 @pytest.mark.parametrize("page", [None, 16, 48, 256])
-def test_decode_tma_stale_slots(request, rng, dtype, dim, page):
+def test_decode_tma_stale_slots(request, rng, kv, dtype, dim, page):
     """Decode and short causal chunks from a cache whose slots past each sequence hold NaN, as a server's unused
     slots may: on sm_90 attn_decode_tma (TMA copies of 16-key runs) serves these steps of few programs, and its last
     block's stale rows must reach neither the scores nor PV. A contiguous cache (page None) of 760 slots, whose
     last run of each sequence reaches into the next, or pages of 16, 48 and 256. Cache lengths 1, 17, a 64-key tile
     edge +-1 and the whole cache; GQA 1, 4 and 8 (up to 32 rows per key head); a window; automatic and 3 slices;
-    lse against float64."""
+    lse against float64. The cache in the queries' dtype or fp8 e4m3 with per-tensor scales (NaN its code 0x7f)."""
     import torch
 
     request.getfixturevalue("poison")
@@ -478,6 +479,10 @@ def test_decode_tma_stale_slots(request, rng, dtype, dim, page):
     lengths = np.array([1, 17, 63, 65, capacity], dtype=np.int32)
     caches = rounded_caches(rng, (batch, capacity, hk, dim), dtype)
     extra = {"cache_seqlens": ints(lengths, "gpu")}
+    scales = (0.01, 0.02)  # an fp8 cache's: values within +-4 stay short of e4m3's 448
+    if kv == "fp8":
+        caches = [np.clip(c, -4, 4) for c in caches]
+        extra.update(k_scale=scales[0], v_scale=scales[1])
     if page is None:
         stored = [c.copy() for c in caches]
         for cache, (b, n) in ((c, bn) for c in stored for bn in enumerate(lengths)):
@@ -489,7 +494,11 @@ def test_decode_tma_stale_slots(request, rng, dtype, dim, page):
                 for pool in stored:
                     pool[table[b, pos // page], pos % page] = np.nan
         extra["block_table"] = ints(table, "gpu")
-    kc, vc = (to_where(c, dtype, "gpu") for c in stored)
+    if kv == "fp8":  # the reference reads what the cache holds: the values decoded, times their scales
+        kc, vc = (fp8(c, scale, "gpu") for c, scale in zip(stored, scales))
+        caches = [fp8_values(fp8(c, scale, "gpu")) * scale for c, scale in zip(caches, scales)]
+    else:
+        kc, vc = (to_where(c, dtype, "gpu") for c in stored)
     for case, (group, seqlen_q, options) in DECODE_TMA_CASES.items():
         q = to_where(rng.standard_normal((batch, seqlen_q, hk * group, dim)).astype(np.float32), dtype, "gpu")
         out, lse = xopsaot.flash_attn_with_kvcache(q, kc, vc, return_lse=True, **extra, **options)
@@ -505,18 +514,20 @@ def test_decode_tma_stale_slots(request, rng, dtype, dim, page):
                 host(q)[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n], options.get("causal", False),
                 None, options.get("window_size", (-1, -1)), with_lse=True,
             )  # fmt: skip
-            what = f"{case} {dtype} dim {dim} page {page}, sequence {b} of {n} keys"  # page None: contiguous
+            what = f"{case} {kv} {dtype} dim {dim} page {page}, sequence {b} of {n} keys"  # page None: contiguous
             assert_close(host(out)[b], ref[0], dtype, what)
             assert_lse_close(host(lse)[b], ref_lse[0], 2e-2, what + " lse")
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kv", ["16-bit", "fp8"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("dim", [64, 128])
 @pytest.mark.parametrize("page", [None, 16])
-def test_decode_of_many_programs(request, rng, dtype, dim, page):
+def test_decode_of_many_programs(request, rng, kv, dtype, dim, page):
     """A decode step of 40 programs (20 sequences x 2 key heads, GQA 4), more than attn_decode_tma takes: attn_fwd's
-    decode configs on sm_90, automatic slices and unsplit, contiguous and paged caches, against float64."""
+    decode configs on sm_90, automatic slices and unsplit, contiguous and paged caches (16-bit, or fp8 with scales),
+    against float64."""
     import torch
 
     request.getfixturevalue("poison")
@@ -527,7 +538,13 @@ def test_decode_of_many_programs(request, rng, dtype, dim, page):
     if page is not None:
         stored, table = paged(caches, page, rng)
         extra["block_table"] = ints(table, "gpu")
-    kc, vc = (to_where(c, dtype, "gpu") for c in stored)
+    if kv == "fp8":  # the reference reads what the cache holds: the values decoded, times their scales
+        scales = (0.01, 0.02)
+        kc, vc = (fp8(np.clip(c, -4, 4), scale, "gpu") for c, scale in zip(stored, scales))
+        caches = [fp8_values(fp8(np.clip(c, -4, 4), scale, "gpu")) * scale for c, scale in zip(caches, scales)]
+        extra.update(k_scale=scales[0], v_scale=scales[1])
+    else:
+        kc, vc = (to_where(c, dtype, "gpu") for c in stored)
     q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), dtype, "gpu")
     for splits in (0, 1):
         out = xopsaot.flash_attn_with_kvcache(q, kc, vc, num_splits=splits, **extra)
@@ -537,7 +554,7 @@ def test_decode_of_many_programs(request, rng, dtype, dim, page):
         if torch.cuda.get_device_capability() == (9, 0):
             kernels = [_library.manifest()["variants"][i]["kernel"] for i in launched]
             assert "attn_decode_tma" not in kernels[: 1 + (splits != 1)], kernels
-        check_decode64(out, q, caches, lengths, dtype, f"{splits} slices, {dtype}, dim {dim}, page {page}")
+        check_decode64(out, q, caches, lengths, dtype, f"{splits} slices, {kv} {dtype}, dim {dim}, page {page}")
 
 
 @pytest.mark.gpu
@@ -842,6 +859,13 @@ for dtype in (torch.float16, torch.bfloat16):
         ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
                               for b, n in enumerate((37, 200))])
         check(out, ref, f"paged decode, pages of 16, {dim}")
+        # the same pool in fp8 e4m3 (attn_decode_tma's fp8 bucket); the reference reads the decoded values
+        pool8 = pool.to(torch.float8_e4m3fn)
+        out = xopsaot.flash_attn_with_kvcache(q, pool8, pool8, cache_seqlens=lengths, block_table=table)
+        pages = pool8.cpu().double()[table.long().cpu()].reshape(2, 208, 2, dim)
+        ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
+                              for b, n in enumerate((37, 200))])
+        check(out, ref, f"fp8 paged decode, pages of 16, {dim}")
         # one wave: batch x 4 key heads fill the GPU's multiprocessors (sm_90's paged ONE_WAVE bucket at dim 128)
         batch = torch.cuda.get_device_properties(0).multi_processor_count // 4
         q, pool = t(batch, 1, 16, dim), t(batch * 8, 64, 4, dim)

@@ -3,8 +3,8 @@ generator seeded by the case's number (so a failing case reproduces from its id)
 seed. The structured tests in test_attention.py pin each option; these mix them, so that the launcher's choices
 (attn_fwd, the Hopper prefill kernels, attn_decode_tma, split counts, the combine) meet combinations no list names:
 head dims between compiled sizes, GQA ratios against chunks of queries, pages of any size, windows with softcap,
-appended tokens at a full cache's end, strided queries. XOPSAOT_RANDOM_CALLS=N runs N times as many cases (a longer
-sweep on a GPU)."""
+appended tokens at a full cache's end, strided queries, fp8 caches. XOPSAOT_RANDOM_CALLS=N runs N times as many
+cases (a longer sweep on a GPU)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 from reference64 import assert_close, assert_lse_close, attention64, varlen_pieces
-from test_attention import PATHS, host, ints, note_variant, paged, sequence_slots, to_where
+from test_attention import PATHS, fp8, fp8_bytes, fp8_values, host, ints, note_variant, paged, sequence_slots, to_where
 
 import xopsaot
 
@@ -53,12 +53,15 @@ def kvcache_call(case: int) -> dict:
     lengths = r.integers(0, capacity - new + 1, size=batch)
     lengths[int(r.integers(0, batch))] = capacity - new  # one sequence reaches the cache's last slot
     splits = [0, 0, 0, 1, int(r.integers(2, 9))][int(r.integers(0, 5))]
-    return dict(
+    call = dict(
         dtype=str(r.choice(["float16", "bfloat16"])), dim=int(r.choice(DIMS)), hk=hk, h=hk * group, batch=batch,
         seqlen_q=seqlen_q, new=new, page=page, capacity=capacity, lengths=lengths.astype(np.int32),
         causal=bool(r.random() < 0.5), window=draw_window(r), softcap=draw_softcap(r), num_splits=splits,
-        lse=bool(r.random() < 0.5),
+        lse=bool(r.random() < 0.5), fp8=bool(r.random() < 0.25),
     )  # fmt: skip
+    if call["fp8"]:  # an e4m3 cache with per-tensor scales; no softcap (not compiled with one), nothing appended
+        call.update(softcap=0.0, new=0)
+    return call
 
 
 @pytest.mark.parametrize("where", PATHS)
@@ -72,10 +75,17 @@ def test_kvcache_random_call(request, rng, where, case):
     table = None
     if c["page"]:
         caches, table = paged(caches, c["page"], rng)
-    kc, vc = (to_where(x, dtype, where) for x in caches)
-    before = [host(kc).copy(), host(vc).copy()]
-    q = strided_queries(rng.standard_normal((batch, c["seqlen_q"], c["h"], dim)).astype(np.float32), dtype, where, rng)
     extra = {"cache_seqlens": ints(c["lengths"], where)}
+    if c["fp8"]:  # values within +-4 stay short of e4m3's 448 at these scales
+        scales = (0.01, 0.02)
+        kc, vc = (fp8(np.clip(x, -4, 4), scale, where) for x, scale in zip(caches, scales))
+        before = [fp8_values(kc) * scales[0], fp8_values(vc) * scales[1]]  # what the reference reads
+        raw = [fp8_bytes(kc).copy(), fp8_bytes(vc).copy()]
+        extra.update(k_scale=scales[0], v_scale=scales[1])
+    else:
+        kc, vc = (to_where(x, dtype, where) for x in caches)
+        before = [host(kc).copy(), host(vc).copy()]
+    q = strided_queries(rng.standard_normal((batch, c["seqlen_q"], c["h"], dim)).astype(np.float32), dtype, where, rng)
     if table is not None:
         extra["block_table"] = ints(table, where)
     if new:
@@ -100,8 +110,12 @@ def test_kvcache_random_call(request, rng, where, case):
         assert_close(ho[b], ref[0], dtype, f"{what}, sequence {b}")
         if lse is not None:
             assert_lse_close(host(lse)[b], ref_lse[0], 2e-2, f"{what}, sequence {b} lse")
-    np.testing.assert_array_equal(host(kc), expect[0], err_msg=f"{what}: the key cache")
-    np.testing.assert_array_equal(host(vc), expect[1], err_msg=f"{what}: the value cache")
+    if c["fp8"]:
+        np.testing.assert_array_equal(fp8_bytes(kc), raw[0], err_msg=f"{what}: the key cache")
+        np.testing.assert_array_equal(fp8_bytes(vc), raw[1], err_msg=f"{what}: the value cache")
+    else:
+        np.testing.assert_array_equal(host(kc), expect[0], err_msg=f"{what}: the key cache")
+        np.testing.assert_array_equal(host(vc), expect[1], err_msg=f"{what}: the value cache")
 
 
 def attention_call(case: int) -> dict:

@@ -1035,8 +1035,8 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     1). Paged caches have a ONE_WAVE config (pages of at least 8 tokens; it reads the block table in chunks) for the
     unsplit case only. Without such a config (fp8 caches, pages of 4, softcap, head dim 64, paged in slices), or with
     num_splits given, choose_splits' count stands: within two programs per multiprocessor, four for an fp8 cache of
-    head dim up to 128 (paged ones on a config of their own). Steps of at most 33 programs of a 16-bit cache go to
-    attn_decode_tma instead (the next test). Returns per call: the kernel, slices, whether the variant is ONE_WAVE,
+    head dim up to 128 (paged ones on a config of their own). Steps of at most 33 programs go to attn_decode_tma
+    instead (the next test). Returns per call: the kernel, slices, whether the variant is ONE_WAVE,
     launches (the kernel, then attn_combine if split), TABLE_CHUNK."""
     r = scenario(
         fake_driver,
@@ -1076,9 +1076,9 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     assert r["b14"] == split  # 112 programs: under 90%
     assert r["b17"] == [fwd, 1, False, 1, 0]  # 136 programs: more than a wave, unsplit on the usual decode config
     assert r["forced"] == r["softcap"] == r["dim64"] == r["page4"] == r["paged14"] == r["fp8_dim256"] == split
-    # fp8 caches: within 4 x 132 programs (16 slices of 256 keys at batch 4, 2 at 32), none at 64
+    # fp8 caches: within 4 x 132 programs (2 slices at 32), none at 64; 32 programs take attn_decode_tma
     assert r["fp8"] == r["paged_fp8"] == [fwd, 4, False, 2, 0]
-    assert r["b4_fp8"] == [fwd, 16, False, 2, 0] and r["b32_fp8"] == split
+    assert r["b4_fp8"] == [tma, 4, False, 2, 0] and r["b32_fp8"] == split
     assert r["b64_fp8"] == [fwd, 1, False, 1, 0]
     assert r["page128"] == r["page8"] == [fwd, 1, True, 1, 256]
     # fewer programs than a wave: as many slices as make one (40 x 3 of 132), merged after; 88 x 1 would fill
@@ -1094,12 +1094,12 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
 
 @needs_sm90
 def test_decode_of_few_programs_takes_tma(fake_driver):
-    """A decode step from a 16-bit cache whose programs (batch x key heads) fill at most a quarter of the fake's 132
-    SMs goes to attn_decode_tma: grid (key heads x slices, batch, 1), as many slices as make one wave (of at least 256
-    keys each), the caches as 2-D descriptors of (pages x page_size, heads_k x headdim) rows with boxes of 16 keys x
-    64 columns (a contiguous cache's sequences as its pages, no table), then attn_combine. More programs, pages that
-    are not whole 16-key runs, an fp8 cache or softcap keep attn_fwd; so do caches whose pages are not one block of
-    rows (a page stride with a gap), and flash_attn's dense calls (a KV cache's op only)."""
+    """A decode step from a 16-bit or fp8 cache whose programs (batch x key heads) fill at most a quarter of the fake's
+    132 SMs goes to attn_decode_tma: grid (key heads x slices, batch, 1), as many slices as make one wave (of at least
+    256 keys each), the caches as 2-D descriptors of (pages x page_size, heads_k x headdim) rows with boxes of 16 keys
+    x 64 columns (an fp8 cache's bytes, 64-byte swizzle; a contiguous cache's sequences as its pages, no table), then
+    attn_combine. More programs, pages that are not whole 16-key runs or softcap keep attn_fwd; so do caches whose
+    pages are not one block of rows (a page stride with a gap), and flash_attn's dense calls (a KV cache's op only)."""
     r = scenario(
         fake_driver,
         f"""
@@ -1136,7 +1136,11 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
     assert r["b4"][0] == [["attn_decode_tma", [8 * 4, 4, 1]], ["attn_combine", [4 * 32, 1, 1]]]  # 32 programs
     assert [launch[0] for launch in r["b5"][0]] == ["attn_fwd", "attn_combine"]  # 40 programs: over a quarter of 132
     assert r["page48"][0][0] == ["attn_decode_tma", [8 * 8, 1, 1]]
-    for case in ("page8", "fp8", "softcap", "gap", "contiguous_b5"):
+    launches, maps = r["fp8"]
+    assert launches == [["attn_decode_tma", [8 * 8, 1, 1]], ["attn_combine", [32, 1, 1]]]
+    uint8, swizzle_64b = 0, 2
+    assert maps == [{**cache_map, "strides": [8 * 128], "dtype": uint8, "swizzle": swizzle_64b}] * 2
+    for case in ("page8", "softcap", "gap", "contiguous_b5"):
         assert r[case][0][0][0] == "attn_fwd", case
     assert r["forced"][0] == [["attn_decode_tma", [8, 1, 1]]]  # num_splits=1: unsplit, no combine
     launches, maps = r["contiguous"]  # 16 programs: 132 // 16 = 8 slices

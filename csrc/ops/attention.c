@@ -269,13 +269,14 @@ static int cache_rows(const attn_problem *p, const xopsaot_tensor *t, xo_tma_des
  * 36). */
 static int few_programs(const attn_problem *p, int sm_count) { return 4 * programs_per_slice(p) <= sm_count; }
 
-/* Hopper's decode from a 16-bit KV cache (attn_decode_tma): flash_attn_with_kvcache's call of few programs,
- * head_dim a tile width, pages (if paged) of whole 16-key runs, at most 64 rows (seqlen_q x group) per key head,
- * no softcap or ALiBi, caches TMA can take, and a variant for the device. Fills d (all but the partials' pointers)
- * and says whether it serves the call. */
-static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
-                      int32_t window_right, int64_t token_rows, int sm_count, xk_attn_decode_tma_args *d) {
-  if (!p->kvcache || p->alibi || o->softcap > 0 || p->k->dtype != p->q->dtype || !few_programs(p, sm_count) ||
+/* Hopper's decode from a 16-bit or fp8 KV cache (attn_decode_tma): flash_attn_with_kvcache's call of few
+ * programs, head_dim a tile width, pages (if paged) of whole 16-key runs, at most 64 rows (seqlen_q x group) per key
+ * head, no softcap or ALiBi, caches TMA can take, and a variant for the device. Fills d (all but the partials'
+ * pointers) and says whether it serves the call. */
+static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o, float k_scale, float v_scale,
+                      int32_t window_left, int32_t window_right, int64_t token_rows, int sm_count,
+                      xk_attn_decode_tma_args *d) {
+  if (!p->kvcache || p->alibi || o->softcap > 0 || !few_programs(p, sm_count) ||
       (p->head_dim != 64 && p->head_dim != 128) || (p->block_table && p->page_size % 16) ||
       p->seqlen_q * (p->heads / p->heads_k) > 64)
     return 0;
@@ -295,10 +296,11 @@ static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o,
       .page_size = (int32_t)p->k->shape[1], .max_pages = p->block_table ? (int32_t)p->max_pages : 1,
       .paged = p->block_table != NULL,
       .window_left = window_left, .window_right = window_right, .write_lse = p->lse != NULL,
-      .qk_scale = o->softmax_scale * 1.4426950408889634f,
+      /* the kernel decodes an fp8 cache to its true values; a 16-bit cache's scales are 1 (cache_scales) */
+      .qk_scale = o->softmax_scale * 1.4426950408889634f * k_scale, .v_scale = v_scale,
       .heads_k = (int32_t)p->heads_k, .batch = (int32_t)p->batch,
   };
-  xk_attn_decode_tma_keys keys = {p->q->dtype, (int32_t)p->head_dim};
+  xk_attn_decode_tma_keys keys = {p->q->dtype, p->k->dtype, (int32_t)p->head_dim};
   return cache_rows(p, p->k, &d->desc_k) && cache_rows(p, p->v, &d->desc_v) &&
          xo_can_launch(&xk_attn_decode_tma, &keys.T, d, p->q->device);
 }
@@ -380,7 +382,7 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap || p->alibi != NULL};
   xk_attn_decode_tma_args d;
   if (p->kvcache && sm_count == 0) XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
-  const int tma_decode = decode_tma(p, o, window_left, window_right, token_rows, sm_count, &d);
+  const int tma_decode = decode_tma(p, o, k_scale, v_scale, window_left, window_right, token_rows, sm_count, &d);
   if (tma_decode) {
     /* its programs run one to a multiprocessor (their rings fill its shared memory): as many slices as make one
      * wave */
@@ -405,7 +407,7 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
     a.Opart = opart, a.Lse = lse_part;
     d.Opart = opart, d.Lse = lse_part;
   }
-  xk_attn_decode_tma_keys dkeys = {p->q->dtype, block_d};
+  xk_attn_decode_tma_keys dkeys = {p->q->dtype, p->k->dtype, block_d};
   xopsaot_status st = tma_decode ? xo_launch(&xk_attn_decode_tma, &dkeys.T, &d, p->q->device, stream)
                                  : xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
   if (!st && splits > 1) {
