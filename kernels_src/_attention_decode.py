@@ -7,8 +7,10 @@ one page per sequence, page b holding sequence b, with no table (`paged` 0).
 A program owns up to 64 query rows of one key head (rows = (query, query head) pairs, attn_fwd's GQA packing; one
 wgmma's M) and one slice of its keys: a loader warp reads the block table a block ahead and streams the slice's key
 and value blocks into a ring of STAGES stages; one consumer warpgroup takes QK^T (the queries in shared memory), the
-online softmax and PV per block. Each stage holds a block as head-dim chunks of CHUNK columns (the 128-byte
-swizzle's width at 16 bits), so a run of PAGE_RUN rows is one contiguous slice of a chunk.
+online softmax and PV per block. Configs of ROWS=16 (steps of at most 16 rows: decode's GQA rows) take the products
+transposed (_consumer_t), keys on wgmma's M and rows on its N, so that the softmax covers those rows only. Each
+stage holds a block as head-dim chunks of CHUNK columns (the 128-byte swizzle's width at 16 bits), so a run of PAGE_RUN
+rows is one contiguous slice of a chunk.
 
 An fp8 e4m3 cache (raw bytes) arrives the same way, half the bytes a copy; the consumer decodes each stage into fp16
 tiles in shared memory (rows past the sequence zeroed there) before its products read them, all in fp16 (bf16 queries
@@ -130,7 +132,7 @@ def _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem):
     queries bf16 (an fp8 cache's products), they are stored divided by a power of two that brings them within fp16's
     range; returns that divisor (1 otherwise), which the caller folds into the score scale."""
     load: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-    r = gl.arange(0, WG_ROWS, layout=gl.SliceLayout(1, load))
+    r = gl.arange(0, q_smem.type.shape[1], layout=gl.SliceLayout(1, load))
     offsets = q_base + (r // group).to(gl.int64) * stride_qs + (r % group).to(gl.int64) * stride_qh
     CHUNKS: gl.constexpr = q_smem.type.shape[0]
     d = gl.arange(0, CHUNK, layout=gl.SliceLayout(0, load))
@@ -254,6 +256,112 @@ def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, ke
 
 
 @gluon.jit
+def _store_chunk_t(out_t, c, rows, row_ok, Out, Opart, where):
+    """_store_chunk for a transposed tile: out_t holds columns [c * CHUNK, ...) down its rows, one query row a
+    column."""
+    o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out = where
+    d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(1, out_t.type.layout))
+    q_pos = (rows // group).to(gl.int64)
+    head = (rows % group).to(gl.int64)
+    if split_out:
+        offsets = part_base + (q_pos * part_row + head) * BLOCK_D
+        gl.store(Opart + offsets[None, :] + d[:, None], out_t, mask=row_ok[None, :])
+    else:
+        offsets = o_base + q_pos * stride_os + head * stride_oh
+        gl.store(Out + offsets[None, :] + d[:, None], out_t.to(Out.dtype.element_ty), mask=row_ok[None, :])
+
+
+@gluon.jit
+def _consumer_t(q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args):
+    """_consumer's block with the products transposed, for steps of at most ROWS rows per key head (decode's GQA
+    rows): S^T = K Q^T puts the keys on wgmma's M and the rows on its N, the online softmax runs down each column,
+    and O^T = V^T P^T (P^T through p_smem). A block then costs BLOCK_N x ROWS exponentials, where the 64-row tile
+    takes BLOCK_N x 64 whatever the rows in use: at a decode step's 4-8 rows per key head that tile's softmax
+    bounded the step (h100-2026-11-26-experiments.md, stop 37)."""
+    k_ready, k_empty, v_ready, v_empty = bars
+    k_wide, v_wide = wide
+    q_base, stride_qs, stride_qh, n_rows, group, q_len = q_args
+    s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale, v_scale = key_args
+    o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse = out_args
+    STAGES: gl.constexpr = k_smem[0].type.shape[0]
+    BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
+    CHUNKS: gl.constexpr = len(k_smem)
+    BLOCK_D: gl.constexpr = CHUNKS * CHUNK
+    ROWS: gl.constexpr = q_smem.type.shape[1]
+    FP8: gl.constexpr = k_smem[0].dtype != Out.dtype.element_ty
+    dtype: gl.constexpr = q_smem.dtype
+    t_layout: gl.constexpr = _wgmma_layout(ROWS)  # S^T (keys x rows) and O^T (head dim x rows)
+    col: gl.constexpr = gl.SliceLayout(0, t_layout)  # a value per query row
+    key: gl.constexpr = gl.SliceLayout(1, t_layout)
+
+    qk_scale = qk_scale * _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem)
+    rows = gl.arange(0, ROWS, layout=col)
+    diag = rows // group + (k_len - q_len)
+    zero_s = gl.zeros([BLOCK_N, ROWS], gl.float32, layout=t_layout)
+    m_i = gl.full([ROWS], -float("inf"), gl.float32, layout=col)
+    l_i = gl.zeros([ROWS], gl.float32, layout=col)
+    acc0 = gl.zeros([CHUNK, ROWS], gl.float32, layout=t_layout)
+    acc1 = gl.zeros([CHUNK, ROWS], gl.float32, layout=t_layout)
+    for i in range(n_blocks):
+        stage = i % STAGES
+        phase = (i // STAGES) & 1
+        start = s_lo + i * BLOCK_N
+        mbarrier.wait(k_ready.index(stage), phase)
+        if FP8:
+            _widen(k_smem, stage, k_wide, start, k_len, False)
+            mbarrier.arrive(k_empty.index(stage))
+        s = warpgroup_mma(_tile(k_smem, k_wide, 0, stage), q_smem.index(0).permute((1, 0)), zero_s, use_acc=False)
+        if CHUNKS == 2:
+            s = warpgroup_mma(_tile(k_smem, k_wide, 1, stage), q_smem.index(1).permute((1, 0)), s)
+        if not FP8:
+            mbarrier.arrive(k_empty.index(stage))
+        s = s * qk_scale
+        masked = (start < u_lo) | (start + BLOCK_N > u_hi)
+        if masked:  # visible_keys, with the keys down the rows of the tile
+            keys = (start + gl.arange(0, BLOCK_N, layout=key))[:, None]
+            seen = (keys < k_len) & (keys >= diag[None, :] - window_left) & (keys <= diag[None, :] + window_right)
+            s = gl.where(seen, s, -float("inf"))
+        m_new = gl.maximum(m_i, gl.max(s, axis=0))
+        m_safe = gl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
+        p = gl.exp2(s - m_safe[None, :])
+        alpha = gl.exp2(m_i - m_safe)
+        l_i = l_i * alpha + gl.sum(p, axis=0)
+        m_i = m_new
+        p_smem.store(p.to(dtype))
+        fence_async_shared()
+        mbarrier.wait(v_ready.index(stage), phase)
+        if FP8:
+            if start + BLOCK_N > k_len:
+                _widen(v_smem, stage, v_wide, start, k_len, True)
+            else:
+                _widen(v_smem, stage, v_wide, start, k_len, False)
+            mbarrier.arrive(v_empty.index(stage))
+        elif start + BLOCK_N > k_len:
+            _zero_stale_rows(v_smem, stage, start, k_len)
+        acc0 = warpgroup_mma(_tile(v_smem, v_wide, 0, stage).permute((1, 0)), p_smem, acc0 * alpha[None, :])
+        if CHUNKS == 2:
+            acc1 = warpgroup_mma(_tile(v_smem, v_wide, 1, stage).permute((1, 0)), p_smem, acc1 * alpha[None, :])
+        if not FP8:
+            mbarrier.arrive(v_empty.index(stage))
+
+    seen_any = l_i > 0
+    scale = (v_scale / gl.where(seen_any, l_i, 1.0))[None, :]
+    row_ok = rows < n_rows
+    where = (o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out)
+    _store_chunk_t(acc0 * scale, 0, rows, row_ok, Out, Opart, where)
+    if CHUNKS == 2:
+        _store_chunk_t(acc1 * scale, 1, rows, row_ok, Out, Opart, where)
+    lse = (m_i + gl.log2(gl.where(seen_any, l_i, 1.0))) * 0.6931471805599453
+    q_pos = (rows // group).to(gl.int64)
+    head = (rows % group).to(gl.int64)
+    if split_out:  # an empty slice weighs nothing in attn_combine
+        gl.store(Lse + l_base + q_pos * part_row + head, gl.where(seen_any, lse, -float("inf")), mask=row_ok)
+    elif write_lse != 0:  # a row that sees no key: +inf, flash-attn's convention
+        gl.store(Lse + l_base + q_pos * stride_ls + head * stride_lh, gl.where(seen_any, lse, float("inf")),
+                 mask=row_ok)  # fmt: skip
+
+
+@gluon.jit
 def attn_decode_tma(
     desc_k,
     desc_v,
@@ -293,6 +401,7 @@ def attn_decode_tma(
     BLOCK_D: gl.constexpr,
     BLOCK_N: gl.constexpr,
     STAGES: gl.constexpr,
+    ROWS: gl.constexpr = 64,
     PDL: gl.constexpr = False,
 ):
     """A program per (key head, slice) and batch element; seqlen_q * group <= 64 (the launcher's condition).
@@ -323,7 +432,7 @@ def attn_decode_tma(
     # the products' dtype: the queries', or fp16 for an fp8 cache (e4m3 decodes to fp16 in one instruction a pair,
     # where bf16 takes a further conversion per element: 3x the step's time on an H100)
     mma: gl.constexpr = gl.float16 if desc_k.dtype != dtype else dtype
-    q_smem = gl.allocate_shared_memory(mma, [CHUNKS, WG_ROWS, CHUNK], tile)
+    q_smem = gl.allocate_shared_memory(mma, [CHUNKS, ROWS, CHUNK], tile)
     # a ring per head-dim chunk, for keys and for values, in the descriptors' element type and layout
     ring: gl.constexpr = desc_k.layout
     k_smem = (gl.allocate_shared_memory(desc_k.dtype, [STAGES, BLOCK_N, CHUNK], ring),)
@@ -366,11 +475,12 @@ def attn_decode_tma(
     o_base = batch.to(gl.int64) * stride_ob + head0 * stride_oh
     out_args = (o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse)
     walk = (s_lo, n_blocks, head_k * BLOCK_D, (page_size, max_pages, paged, batch))
-    gl.warp_specialize(
-        [
-            (_consumer, (q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)),
-            (_loader, (desc_k, desc_v, k_smem, v_smem, bars, BlockTable + batch.to(gl.int64) * stride_btb, walk)),
-        ],
-        [1],
-        [24],
-    )
+    loading = (desc_k, desc_v, k_smem, v_smem, bars, BlockTable + batch.to(gl.int64) * stride_btb, walk)
+    if ROWS < WG_ROWS:  # the transposed products: P^T goes through shared memory to PV
+        p_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, ROWS], mma)
+        p_smem = gl.allocate_shared_memory(mma, [BLOCK_N, ROWS], p_layout)
+        args = (q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)
+        gl.warp_specialize([(_consumer_t, args), (_loader, loading)], [1], [24])
+    else:
+        args = (q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)
+        gl.warp_specialize([(_consumer, args), (_loader, loading)], [1], [24])

@@ -598,15 +598,19 @@ def ws_configs(target: Target, keys) -> list[Config]:
 
 def decode_tma_configs(target: Target, keys) -> list[Config]:
     """attn_decode_tma's tiles from the tuning table's decode_tma_tiles (16-bit caches) or decode_tma_fp8_tiles
-    ([BLOCK_N, STAGES] per head dim), the first the dispatched one and the others alternates (XOPSAOT_AUTOTUNE)."""
+    ([BLOCK_N, STAGES] per head dim), the first the dispatched one and the others alternates (XOPSAOT_AUTOTUNE):
+    first the `narrow` ones (ROWS=16, the transposed products) for steps of at most 16 rows per key head, then the
+    64-row tile's for the rest."""
     if keys["KV"] not in (keys["T"], "e4m3"):
         return []
     table = "decode_tma_fp8_tiles" if keys["KV"] == "e4m3" else "decode_tma_tiles"
     bucket = TUNING[str(target.arch)][table][str(keys["BLOCK_D"])]
-    return [
-        Config({"BLOCK_N": bn, "STAGES": stages}, num_warps=4, num_stages=1, alternate=i > 0)
-        for i, (bn, stages) in enumerate([bucket["config"], *bucket.get("alternates", [])])
-    ]
+    configs = []
+    for rows, when, tiles in ((16, "seqlen_q * group <= 16", bucket.get("narrow")), (64, "", bucket)):
+        for i, (bn, stages) in enumerate([tiles["config"], *tiles.get("alternates", [])] if tiles else []):
+            constexprs = {"BLOCK_N": bn, "STAGES": stages, "ROWS": rows}
+            configs.append(Config(constexprs, num_warps=4, num_stages=1, when=when, alternate=i > 0))
+    return configs
 
 
 def aligned_stride(name: str) -> object:

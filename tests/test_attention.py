@@ -866,6 +866,15 @@ for dtype in (torch.float16, torch.bfloat16):
         ref = np.concatenate([attention64(q[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n])
                               for b, n in enumerate((37, 200))])
         check(out, ref, f"fp8 paged decode, pages of 16, {dim}")
+        # causal chunks of 8 queries (32 rows per key head): attn_decode_tma's 64-row tiles, 16-bit and fp8 pools
+        q8 = t(2, 8, 8, dim)
+        for cache in (pool, pool8):
+            out = xopsaot.flash_attn_with_kvcache(q8, cache, cache, cache_seqlens=lengths, block_table=table,
+                                                  causal=True)
+            pages = cache.cpu().double()[table.long().cpu()].reshape(2, 208, 2, dim)
+            ref = np.concatenate([attention64(q8[b:b + 1].cpu(), pages[b:b + 1, :n], pages[b:b + 1, :n], True)
+                                  for b, n in enumerate((37, 200))])
+            check(out, ref, f"paged causal chunks {cache.dtype} {dim}")
         # one wave: batch x 4 key heads fill the GPU's multiprocessors (sm_90's paged ONE_WAVE bucket at dim 128)
         batch = torch.cuda.get_device_properties(0).multi_processor_count // 4
         q, pool = t(batch, 1, 16, dim), t(batch * 8, 64, 4, dim)

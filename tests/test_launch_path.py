@@ -1149,6 +1149,33 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
     assert r["dense"][0] == "attn_fwd"
 
 
+@needs_sm90
+def test_decode_tma_tile_by_rows(fake_driver):
+    """attn_decode_tma's tile by the rows per key head (seqlen_q x group): at most 16 take the transposed products
+    (ROWS=16: keys on wgmma's M, rows on its N), more the 64-row tile; 16-bit and fp8 caches alike."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(0)
+        def step(seqlen_q, kv="bfloat16"):
+            q = tensor((1, seqlen_q, 32, 128), "bfloat16", {A})
+            cache = tensor((128, 16, 8, 128), kv, {B})
+            table = tensor((1, 128), "int32", {C})
+            lengths = tensor((1,), "int32", {D})
+            fake.fake_cuda_reset()
+            opts = _library.AttentionOptions(0.1, 1, -1, -1, 0.0, 0)
+            _library.call("xopsaot_flash_attn_with_kvcache", (q, cache, cache, None, None, lengths, table, q, None),
+                          opts, 0)
+            first = launches()[0]
+            return [first["kernel"], first["variant"]["constexprs"]["ROWS"]]
+        emit(decode=step(1), chunk4=step(4), chunk5=step(5), fp8=step(1, "float8_e4m3fn"),
+             fp8_chunk5=step(5, "float8_e4m3fn"))
+    """,
+    )
+    assert r["decode"] == r["chunk4"] == r["fp8"] == ["attn_decode_tma", 16]  # 4 and 16 rows
+    assert r["chunk5"] == r["fp8_chunk5"] == ["attn_decode_tma", 64]  # 20 rows
+
+
 # ---- XOPSAOT_AUTOTUNE ----
 
 DECODE_CALL = """
