@@ -155,18 +155,41 @@ def _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem):
 
 
 @gluon.jit
-def _store_chunk(out, c, rows, row_ok, Out, Opart, where):
-    """Store columns [c * CHUNK, ...) of the normalized output: partials (float32) when split, else Out."""
+def _store_chunk(out, c, rows, row_ok, Out, Opart, where, ROWS_DOWN: gl.constexpr = True):
+    """Store columns [c * CHUNK, ...) of the normalized output: partials (float32) when split, else Out. out holds
+    the rows down its first axis, or (ROWS_DOWN false: the transposed products) along its second."""
     o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out = where
-    d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(0, out.type.layout))
+    d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(0 if ROWS_DOWN else 1, out.type.layout))
     q_pos = (rows // group).to(gl.int64)
     head = (rows % group).to(gl.int64)
     if split_out:
-        offsets = part_base + (q_pos * part_row + head) * BLOCK_D
-        gl.store(Opart + offsets[:, None] + d[None, :], out, mask=row_ok[:, None])
+        _put(Opart, part_base + (q_pos * part_row + head) * BLOCK_D, d, out, row_ok, ROWS_DOWN)
     else:
-        offsets = o_base + q_pos * stride_os + head * stride_oh
-        gl.store(Out + offsets[:, None] + d[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+        _put(Out, o_base + q_pos * stride_os + head * stride_oh, d, out, row_ok, ROWS_DOWN)
+
+
+@gluon.jit
+def _put(dest, offsets, d, out, row_ok, ROWS_DOWN: gl.constexpr):
+    """out into dest at offsets (a row's) + d (a column's), rows down out's first axis or (not ROWS_DOWN) its second."""
+    if ROWS_DOWN:
+        gl.store(dest + offsets[:, None] + d[None, :], out.to(dest.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        gl.store(dest + offsets[None, :] + d[:, None], out.to(dest.dtype.element_ty), mask=row_ok[None, :])
+
+
+@gluon.jit
+def _store_lse(m_i, l_i, rows, row_ok, Lse, out_args, group):
+    """Each row's log-sum-exp: into the partials when split (-inf for a slice that saw no key, which weighs nothing
+    in attn_combine), else into Lse if asked (+inf for a row that sees no key, flash-attn's convention)."""
+    o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse = out_args
+    seen = l_i > 0
+    lse = (m_i + gl.log2(gl.where(seen, l_i, 1.0))) * 0.6931471805599453
+    q_pos = (rows // group).to(gl.int64)
+    head = (rows % group).to(gl.int64)
+    if split_out:
+        gl.store(Lse + l_base + q_pos * part_row + head, gl.where(seen, lse, -float("inf")), mask=row_ok)
+    elif write_lse != 0:
+        gl.store(Lse + l_base + q_pos * stride_ls + head * stride_lh, gl.where(seen, lse, float("inf")), mask=row_ok)
 
 
 @gluon.jit
@@ -245,30 +268,7 @@ def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, ke
     _store_chunk(acc0 * scale, 0, rows_o, row_ok, Out, Opart, where)
     if CHUNKS == 2:
         _store_chunk(acc1 * scale, 1, rows_o, row_ok, Out, Opart, where)
-    lse = (m_i + gl.log2(gl.where(seen, l_i, 1.0))) * 0.6931471805599453
-    q_pos = (rows // group).to(gl.int64)
-    head = (rows % group).to(gl.int64)
-    if split_out:  # an empty slice weighs nothing in attn_combine
-        gl.store(Lse + l_base + q_pos * part_row + head, gl.where(seen, lse, -float("inf")), mask=rows < n_rows)
-    elif write_lse != 0:  # a row that sees no key: +inf, flash-attn's convention
-        gl.store(Lse + l_base + q_pos * stride_ls + head * stride_lh, gl.where(seen, lse, float("inf")),
-                 mask=rows < n_rows)  # fmt: skip
-
-
-@gluon.jit
-def _store_chunk_t(out_t, c, rows, row_ok, Out, Opart, where):
-    """_store_chunk for a transposed tile: out_t holds columns [c * CHUNK, ...) down its rows, one query row a
-    column."""
-    o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out = where
-    d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(1, out_t.type.layout))
-    q_pos = (rows // group).to(gl.int64)
-    head = (rows % group).to(gl.int64)
-    if split_out:
-        offsets = part_base + (q_pos * part_row + head) * BLOCK_D
-        gl.store(Opart + offsets[None, :] + d[:, None], out_t, mask=row_ok[None, :])
-    else:
-        offsets = o_base + q_pos * stride_os + head * stride_oh
-        gl.store(Out + offsets[None, :] + d[:, None], out_t.to(Out.dtype.element_ty), mask=row_ok[None, :])
+    _store_lse(m_i, l_i, rows, rows < n_rows, Lse, out_args, group)
 
 
 @gluon.jit
@@ -348,17 +348,10 @@ def _consumer_t(q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, 
     scale = (v_scale / gl.where(seen_any, l_i, 1.0))[None, :]
     row_ok = rows < n_rows
     where = (o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out)
-    _store_chunk_t(acc0 * scale, 0, rows, row_ok, Out, Opart, where)
+    _store_chunk(acc0 * scale, 0, rows, row_ok, Out, Opart, where, False)
     if CHUNKS == 2:
-        _store_chunk_t(acc1 * scale, 1, rows, row_ok, Out, Opart, where)
-    lse = (m_i + gl.log2(gl.where(seen_any, l_i, 1.0))) * 0.6931471805599453
-    q_pos = (rows // group).to(gl.int64)
-    head = (rows % group).to(gl.int64)
-    if split_out:  # an empty slice weighs nothing in attn_combine
-        gl.store(Lse + l_base + q_pos * part_row + head, gl.where(seen_any, lse, -float("inf")), mask=row_ok)
-    elif write_lse != 0:  # a row that sees no key: +inf, flash-attn's convention
-        gl.store(Lse + l_base + q_pos * stride_ls + head * stride_lh, gl.where(seen_any, lse, float("inf")),
-                 mask=row_ok)  # fmt: skip
+        _store_chunk(acc1 * scale, 1, rows, row_ok, Out, Opart, where, False)
+    _store_lse(m_i, l_i, rows, row_ok, Lse, out_args, group)
 
 
 @gluon.jit
