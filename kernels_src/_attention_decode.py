@@ -124,6 +124,39 @@ def _tile(ring, wide, c: gl.constexpr, stage):
 
 
 @gluon.jit
+def _take_keys(k_smem, k_wide, k_ready, k_empty, stage, phase, start, k_len):
+    """Wait for a stage's keys. An fp8 cache's are decoded into k_wide and the stage freed at once; a 16-bit stage
+    is freed by _release after the product has read it."""
+    mbarrier.wait(k_ready.index(stage), phase)
+    if k_smem[0].dtype != k_wide[0].dtype:
+        _widen(k_smem, stage, k_wide, start, k_len, False)
+        mbarrier.arrive(k_empty.index(stage))
+
+
+@gluon.jit
+def _take_values(v_smem, v_wide, v_ready, v_empty, stage, phase, start, k_len):
+    """Wait for a stage's values, with the rows past the sequence zeroed in the block that reaches past it: an fp8
+    cache's decoded into v_wide (the stage freed at once), a 16-bit stage's in place."""
+    BLOCK_N: gl.constexpr = v_smem[0].type.shape[1]
+    mbarrier.wait(v_ready.index(stage), phase)
+    if v_smem[0].dtype != v_wide[0].dtype:
+        if start + BLOCK_N > k_len:
+            _widen(v_smem, stage, v_wide, start, k_len, True)
+        else:
+            _widen(v_smem, stage, v_wide, start, k_len, False)
+        mbarrier.arrive(v_empty.index(stage))
+    elif start + BLOCK_N > k_len:
+        _zero_stale_rows(v_smem, stage, start, k_len)
+
+
+@gluon.jit
+def _release(ring, wide, empty, stage):
+    """Free a 16-bit stage once the products have read it (an fp8 stage was freed when decoded)."""
+    if ring[0].dtype == wide[0].dtype:
+        mbarrier.arrive(empty.index(stage))
+
+
+@gluon.jit
 def _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem):
     """The program's query rows into q_smem (a tile of CHUNK columns per head-dim chunk), row r = (query r // group,
     head r % group) from q_base; zeros past n_rows. QK^T reads them from there: held in registers as wgmma's A
@@ -203,7 +236,6 @@ def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, ke
     BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
     CHUNKS: gl.constexpr = len(k_smem)
     BLOCK_D: gl.constexpr = CHUNKS * CHUNK
-    FP8: gl.constexpr = k_smem[0].dtype != Out.dtype.element_ty
     dtype: gl.constexpr = q_smem.dtype  # the products': the queries', or fp16 for an fp8 cache
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
     o_layout: gl.constexpr = _wgmma_layout(CHUNK)
@@ -223,15 +255,11 @@ def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, ke
         stage = i % STAGES
         phase = (i // STAGES) & 1
         start = s_lo + i * BLOCK_N
-        mbarrier.wait(k_ready.index(stage), phase)
-        if FP8:  # decoded, the stage is free before the product
-            _widen(k_smem, stage, k_wide, start, k_len, False)
-            mbarrier.arrive(k_empty.index(stage))
+        _take_keys(k_smem, k_wide, k_ready, k_empty, stage, phase, start, k_len)
         s = warpgroup_mma(q_smem.index(0), _tile(k_smem, k_wide, 0, stage).permute((1, 0)), zero_s, use_acc=False)
         if CHUNKS == 2:
             s = warpgroup_mma(q_smem.index(1), _tile(k_smem, k_wide, 1, stage).permute((1, 0)), s)
-        if not FP8:
-            mbarrier.arrive(k_empty.index(stage))
+        _release(k_smem, k_wide, k_empty, stage)
         s = s * qk_scale
         masked = (start < u_lo) | (start + BLOCK_N > u_hi)
         if masked:
@@ -245,20 +273,11 @@ def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, ke
         m_i = m_new
         alpha_o = gl.convert_layout(alpha, row_o)[:, None]
         p_op = gl.convert_layout(p.to(dtype), p_layout)
-        mbarrier.wait(v_ready.index(stage), phase)
-        if FP8:
-            if start + BLOCK_N > k_len:
-                _widen(v_smem, stage, v_wide, start, k_len, True)
-            else:
-                _widen(v_smem, stage, v_wide, start, k_len, False)
-            mbarrier.arrive(v_empty.index(stage))
-        elif start + BLOCK_N > k_len:
-            _zero_stale_rows(v_smem, stage, start, k_len)
+        _take_values(v_smem, v_wide, v_ready, v_empty, stage, phase, start, k_len)
         acc0 = warpgroup_mma(p_op, _tile(v_smem, v_wide, 0, stage), acc0 * alpha_o)
         if CHUNKS == 2:
             acc1 = warpgroup_mma(p_op, _tile(v_smem, v_wide, 1, stage), acc1 * alpha_o)
-        if not FP8:
-            mbarrier.arrive(v_empty.index(stage))
+        _release(v_smem, v_wide, v_empty, stage)
 
     seen = l_i > 0
     scale = gl.convert_layout(v_scale / gl.where(seen, l_i, 1.0), row_o)[:, None]
@@ -288,7 +307,6 @@ def _consumer_t(q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, 
     CHUNKS: gl.constexpr = len(k_smem)
     BLOCK_D: gl.constexpr = CHUNKS * CHUNK
     ROWS: gl.constexpr = q_smem.type.shape[1]
-    FP8: gl.constexpr = k_smem[0].dtype != Out.dtype.element_ty
     dtype: gl.constexpr = q_smem.dtype
     t_layout: gl.constexpr = _wgmma_layout(ROWS)  # S^T (keys x rows) and O^T (head dim x rows)
     col: gl.constexpr = gl.SliceLayout(0, t_layout)  # a value per query row
@@ -306,15 +324,11 @@ def _consumer_t(q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, 
         stage = i % STAGES
         phase = (i // STAGES) & 1
         start = s_lo + i * BLOCK_N
-        mbarrier.wait(k_ready.index(stage), phase)
-        if FP8:
-            _widen(k_smem, stage, k_wide, start, k_len, False)
-            mbarrier.arrive(k_empty.index(stage))
+        _take_keys(k_smem, k_wide, k_ready, k_empty, stage, phase, start, k_len)
         s = warpgroup_mma(_tile(k_smem, k_wide, 0, stage), q_smem.index(0).permute((1, 0)), zero_s, use_acc=False)
         if CHUNKS == 2:
             s = warpgroup_mma(_tile(k_smem, k_wide, 1, stage), q_smem.index(1).permute((1, 0)), s)
-        if not FP8:
-            mbarrier.arrive(k_empty.index(stage))
+        _release(k_smem, k_wide, k_empty, stage)
         s = s * qk_scale
         masked = (start < u_lo) | (start + BLOCK_N > u_hi)
         if masked:  # visible_keys, with the keys down the rows of the tile
@@ -329,20 +343,11 @@ def _consumer_t(q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, 
         m_i = m_new
         p_smem.store(p.to(dtype))
         fence_async_shared()
-        mbarrier.wait(v_ready.index(stage), phase)
-        if FP8:
-            if start + BLOCK_N > k_len:
-                _widen(v_smem, stage, v_wide, start, k_len, True)
-            else:
-                _widen(v_smem, stage, v_wide, start, k_len, False)
-            mbarrier.arrive(v_empty.index(stage))
-        elif start + BLOCK_N > k_len:
-            _zero_stale_rows(v_smem, stage, start, k_len)
+        _take_values(v_smem, v_wide, v_ready, v_empty, stage, phase, start, k_len)
         acc0 = warpgroup_mma(_tile(v_smem, v_wide, 0, stage).permute((1, 0)), p_smem, acc0 * alpha[None, :])
         if CHUNKS == 2:
             acc1 = warpgroup_mma(_tile(v_smem, v_wide, 1, stage).permute((1, 0)), p_smem, acc1 * alpha[None, :])
-        if not FP8:
-            mbarrier.arrive(v_empty.index(stage))
+        _release(v_smem, v_wide, v_empty, stage)
 
     seen_any = l_i > 0
     scale = (v_scale / gl.where(seen_any, l_i, 1.0))[None, :]
