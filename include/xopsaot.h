@@ -367,8 +367,9 @@ typedef struct xopsaot_attention_options {
                                     into the slices that make one wave of programs, none when batch x heads_k fill
                                     90-100% of it, where the tuning table has a config for that; an fp8 cache of
                                     head dim up to 128 splits until there are four programs per multiprocessor;
-                                    on Hopper a 16-bit cache's step of at most a quarter of the multiprocessors'
-                                    programs runs a TMA kernel, also in the slices that make one wave) */
+                                    on Hopper a step from a 16-bit or fp8 cache of at most a quarter of the
+                                    multiprocessors' programs runs a TMA kernel, also in the slices that make one
+                                    wave) */
   float k_scale, v_scale;        /* an fp8 cache's per-tensor scales (stored = value / scale); 0 reads as 1 */
 } xopsaot_attention_options;
 
