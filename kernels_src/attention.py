@@ -601,7 +601,7 @@ def decode_tma_configs(target: Target, keys) -> list[Config]:
     ([BLOCK_N, STAGES] per head dim), the first the dispatched one and the others alternates (XOPSAOT_AUTOTUNE):
     first the `narrow` ones (ROWS=16, the transposed products) for steps of at most 16 rows per key head, then the
     64-row tile's for the rest."""
-    if keys["KV"] not in (keys["T"], "e4m3"):
+    if not cache_dtypes_match(keys):
         return []
     table = "decode_tma_fp8_tiles" if keys["KV"] == "e4m3" else "decode_tma_tiles"
     bucket = TUNING[str(target.arch)][table][str(keys["BLOCK_D"])]
