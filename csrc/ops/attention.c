@@ -273,9 +273,9 @@ static int few_programs(const attn_problem *p, int sm_count) { return 4 * progra
  * programs, head_dim a tile width, pages (if paged) of whole 16-key runs, at most 64 rows (seqlen_q x group) per key
  * head, no softcap or ALiBi, caches TMA can take, and a variant for the device. Fills d (all but the partials'
  * pointers) and says whether it serves the call. */
-static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o, float k_scale, float v_scale,
-                      int32_t window_left, int32_t window_right, int64_t token_rows, int sm_count,
-                      xk_attn_decode_tma_args *d) {
+static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o, const xk_attn_decode_tma_keys *keys,
+                      float k_scale, float v_scale, int32_t window_left, int32_t window_right, int64_t token_rows,
+                      int sm_count, xk_attn_decode_tma_args *d) {
   if (!p->kvcache || p->alibi || o->softcap > 0 || !few_programs(p, sm_count) ||
       (p->head_dim != 64 && p->head_dim != 128) || (p->block_table && p->page_size % 16) ||
       p->seqlen_q * (p->heads / p->heads_k) > 64)
@@ -300,9 +300,8 @@ static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o,
       .qk_scale = o->softmax_scale * 1.4426950408889634f * k_scale, .v_scale = v_scale,
       .heads_k = (int32_t)p->heads_k, .batch = (int32_t)p->batch,
   };
-  xk_attn_decode_tma_keys keys = {p->q->dtype, p->k->dtype, (int32_t)p->head_dim};
   return cache_rows(p, p->k, &d->desc_k) && cache_rows(p, p->v, &d->desc_v) &&
-         xo_can_launch(&xk_attn_decode_tma, &keys.T, d, p->q->device);
+         xo_can_launch(&xk_attn_decode_tma, &keys->T, d, p->q->device);
 }
 
 static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, void *stream) {
@@ -380,9 +379,11 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   };
   /* softcap and ALiBi are run-time switches of the MODS variants; plain calls take the variants without them */
   xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap || p->alibi != NULL};
+  xk_attn_decode_tma_keys dkeys = {p->q->dtype, p->k->dtype, block_d};
   xk_attn_decode_tma_args d;
   if (p->kvcache && sm_count == 0) XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
-  const int tma_decode = decode_tma(p, o, k_scale, v_scale, window_left, window_right, token_rows, sm_count, &d);
+  const int tma_decode =
+      decode_tma(p, o, &dkeys, k_scale, v_scale, window_left, window_right, token_rows, sm_count, &d);
   if (tma_decode) {
     /* its programs run one to a multiprocessor (their rings fill its shared memory): as many slices as make one
      * wave */
@@ -407,7 +408,6 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
     a.Opart = opart, a.Lse = lse_part;
     d.Opart = opart, d.Lse = lse_part;
   }
-  xk_attn_decode_tma_keys dkeys = {p->q->dtype, p->k->dtype, block_d};
   xopsaot_status st = tma_decode ? xo_launch(&xk_attn_decode_tma, &dkeys.T, &d, p->q->device, stream)
                                  : xo_launch(&xk_attn_fwd, &keys.T, &a, p->q->device, stream);
   if (!st && splits > 1) {
