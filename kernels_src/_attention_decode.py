@@ -264,7 +264,7 @@ def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, ke
         masked = (start < u_lo) | (start + BLOCK_N > u_hi)
         if masked:
             cols = start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
-            s = gl.where(visible_keys(cols, diag, k_len, window_left, window_right), s, -float("inf"))
+            s = gl.where(visible_keys(cols[None, :], diag[:, None], k_len, window_left, window_right), s, -float("inf"))
         m_new = gl.maximum(m_i, gl.max(s, axis=1))
         m_safe = gl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
         p = gl.exp2(s - m_safe[:, None])
@@ -331,9 +331,9 @@ def _consumer_t(q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, 
         _release(k_smem, k_wide, k_empty, stage)
         s = s * qk_scale
         masked = (start < u_lo) | (start + BLOCK_N > u_hi)
-        if masked:  # visible_keys, with the keys down the rows of the tile
-            keys = (start + gl.arange(0, BLOCK_N, layout=key))[:, None]
-            seen = (keys < k_len) & (keys >= diag[None, :] - window_left) & (keys <= diag[None, :] + window_right)
+        if masked:  # the keys run down the tile's rows
+            keys = start + gl.arange(0, BLOCK_N, layout=key)
+            seen = visible_keys(keys[:, None], diag[None, :], k_len, window_left, window_right)
             s = gl.where(seen, s, -float("inf"))
         m_new = gl.maximum(m_i, gl.max(s, axis=0))
         m_safe = gl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet

@@ -24,8 +24,8 @@ def key_blocks(first_diag, last_diag, k_len, window_left, window_right, BLOCK_N:
 
 
 @triton.jit
-def visible_keys(cols, diag, k_len, window_left, window_right):
-    """The (row, key) pairs a block's rows see, for key positions cols and each row's diagonal diag: query i sees
-    keys j < k_len with diag - window_left <= j <= diag + window_right (causal is window_right = 0)."""
-    visible = (cols[None, :] < k_len) & (cols[None, :] >= diag[:, None] - window_left)
-    return visible & (cols[None, :] <= diag[:, None] + window_right)
+def visible_keys(keys, diags, k_len, window_left, window_right):
+    """Which (row, key) pairs of a tile the rows see, for key positions keys and each row's diagonal diags, both
+    broadcast to the tile (keys along one axis, diagonals along the other, in whichever orientation the tile has):
+    query i sees keys j < k_len with diag - window_left <= j <= diag + window_right (causal is window_right = 0)."""
+    return (keys < k_len) & (keys >= diags - window_left) & (keys <= diags + window_right)

@@ -136,7 +136,7 @@ def _softmax_step(s, m_i, l_i, i, masked, blocks, mask_args, qk_scale):
     BLOCK_N: gl.constexpr = s.type.shape[1]
     if masked:
         cols = _block_start(blocks, i, BLOCK_N) + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s.type.layout))
-        s = gl.where(visible_keys(cols, diag, k_len, window_left, window_right), s, -float("inf"))
+        s = gl.where(visible_keys(cols[None, :], diag[:, None], k_len, window_left, window_right), s, -float("inf"))
         m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
         m_safe = gl.where(m_new == -float("inf"), 0.0, m_new)  # rows that have seen no key yet
     else:

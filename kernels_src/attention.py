@@ -206,7 +206,7 @@ def _scores(q, k, cols, k_len, diag, window_left, window_right, slope_row, has_a
     else:
         s = s * qk_scale
     if MASKED:
-        s = tl.where(visible_keys(cols, diag, k_len, window_left, window_right), s, -float("inf"))
+        s = tl.where(visible_keys(cols[None, :], diag[:, None], k_len, window_left, window_right), s, -float("inf"))
     return s
 
 
