@@ -90,10 +90,10 @@ def paged_view(cache: torch.Tensor, page: int, table: torch.Tensor | None = None
 DECODE_SHAPES = ((64, 8192), (16, 4096), (1, 32768))  # (batch, context)
 
 
-def decode_step(batch: int, context: int, heads: int = 32, heads_k: int = 8, dim: int = 128):
-    """One decode step's inputs: q (batch, 1, heads, dim) and full bf16 caches (batch, context, heads_k, dim) of
-    random data, cache_seqlens, and the caches' bytes (keys and values)."""
-    q = torch.randn(batch, 1, heads, dim, device="cuda", dtype=BF16)
+def decode_step(batch: int, context: int, heads: int = 32, heads_k: int = 8, dim: int = 128, queries: int = 1):
+    """One decode step's inputs: q (batch, queries, heads, dim) and full bf16 caches (batch, context, heads_k, dim)
+    of random data, cache_seqlens, and the caches' bytes (keys and values)."""
+    q = torch.randn(batch, queries, heads, dim, device="cuda", dtype=BF16)
     kc, vc = (torch.randn(batch, context, heads_k, dim, device="cuda", dtype=BF16) for _ in range(2))
     lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
     return q, kc, vc, lengths, 2 * kc.numel() * kc.element_size()

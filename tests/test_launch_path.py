@@ -1029,15 +1029,15 @@ def test_split_kv_keeps_within_two_programs_per_multiprocessor(fake_driver):
 
 @needs_sm90
 def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
-    """Where choose_splits would split a decode step, the sm_90 table's ONE_WAVE configs (16-bit caches, head dim
-    128, no softcap) run it in the slices that make one wave on the fake's 132 SMs, 90-100% of them: unsplit where
-    batch x key heads alone fill them (16 x 8 = 128), else 132 // (batch x 8) slices (4 for batch 4, 16 for batch
-    1). Paged caches have a ONE_WAVE config (pages of at least 8 tokens; it reads the block table in chunks) for the
-    unsplit case only. Without such a config (fp8 caches, pages of 4, softcap, head dim 64, paged in slices), or with
-    num_splits given, choose_splits' count stands: within two programs per multiprocessor, four for an fp8 cache of
-    head dim up to 128 (paged ones on a config of their own). Steps of at most 33 programs go to attn_decode_tma
-    instead (the next test). Returns per call: the kernel, slices, whether the variant is ONE_WAVE,
-    launches (the kernel, then attn_combine if split), TABLE_CHUNK."""
+    """Where choose_splits would split a decode step, the sm_90 table's ONE_WAVE configs (16-bit caches, head dim 128,
+    no softcap) run it in the slices that make one wave on the fake's 132 SMs, 90-100% of them: unsplit where batch x
+    key heads alone fill them (16 x 8 = 128), else 132 // (batch x 8) slices (4 for batch 4, 16 for batch 1). Paged
+    caches have a ONE_WAVE config (pages of at least 8 tokens; it reads the block table in chunks) for the unsplit case
+    only. Without such a config (fp8 caches, pages of 4, softcap, head dim 64, paged in slices), or with num_splits
+    given, choose_splits' count stands: within two programs per multiprocessor, four for an fp8 cache of head dim up to
+    128 (paged ones on a config of their own). Steps of at most 33 programs go to attn_decode_tma instead (the next
+    test), as do an fp8 cache's steps of any count at head dims 64 and 128. Returns per call: the kernel, slices,
+    whether the variant is ONE_WAVE, launches (the kernel, then attn_combine if split), TABLE_CHUNK."""
     r = scenario(
         fake_driver,
         """
@@ -1067,7 +1067,10 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
              b4_page16=step(4, page=16), b4_softcap=step(4, softcap=30.0), b4_page4=step(4, page=4),
              b4_forced=step(4, splits=3), b4_fp8=step(4, kv="float8_e4m3fn"), b32_fp8=step(32, kv="float8_e4m3fn"),
              b64_fp8=step(64, kv="float8_e4m3fn"), paged_fp8=step(16, kv="float8_e4m3fn", page=16),
-             fp8_dim256=step(16, kv="float8_e4m3fn", dim=256))
+             fp8_dim256=step(16, kv="float8_e4m3fn", dim=256), fp8_dim96=step(16, kv="float8_e4m3fn", dim=96),
+             paged_fp8_dim96=step(16, kv="float8_e4m3fn", dim=96, page=16),
+             fp8_dim64=step(16, kv="float8_e4m3fn", dim=64),
+             paged_fp8_dim64=step(16, kv="float8_e4m3fn", dim=64, page=16))
     """,
     )
     fwd, tma = "attn_fwd", "attn_decode_tma"
@@ -1076,10 +1079,11 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     assert r["b14"] == split  # 112 programs: under 90%
     assert r["b17"] == [fwd, 1, False, 1, 0]  # 136 programs: more than a wave, unsplit on the usual decode config
     assert r["forced"] == r["softcap"] == r["dim64"] == r["page4"] == r["paged14"] == r["fp8_dim256"] == split
-    # fp8 caches: within 4 x 132 programs (2 slices at 32), none at 64; 32 programs take attn_decode_tma
-    assert r["fp8"] == r["paged_fp8"] == [fwd, 4, False, 2, 0]
-    assert r["b4_fp8"] == [tma, 4, False, 2, 0] and r["b32_fp8"] == split
-    assert r["b64_fp8"] == [fwd, 1, False, 1, 0]
+    # fp8 caches of head dim 128, and paged ones of 64: attn_decode_tma at any count of programs, one wave's slices
+    assert r["fp8"] == r["paged_fp8"] == r["b32_fp8"] == r["b64_fp8"] == r["paged_fp8_dim64"] == [tma, 1, False, 1, 0]
+    assert r["b4_fp8"] == [tma, 4, False, 2, 0]
+    # other fp8 caches of head dim up to 128 on attn_fwd: within 4 x 132 programs
+    assert r["fp8_dim96"] == r["paged_fp8_dim96"] == r["fp8_dim64"] == [fwd, 4, False, 2, 0]
     assert r["page128"] == r["page8"] == [fwd, 1, True, 1, 256]
     # fewer programs than a wave: as many slices as make one (40 x 3 of 132), merged after; 88 x 1 would fill
     # under 90%, so choose_splits' 3
@@ -1098,8 +1102,9 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
     132 SMs goes to attn_decode_tma: grid (key heads x slices, batch, 1), as many slices as make one wave (of at least
     256 keys each), the caches as 2-D descriptors of (pages x page_size, heads_k x headdim) rows with boxes of 16 keys
     x 64 columns (an fp8 cache's bytes, 64-byte swizzle; a contiguous cache's sequences as its pages, no table), then
-    attn_combine. More programs, pages that are not whole 16-key runs or softcap keep attn_fwd; so do caches whose
-    pages are not one block of rows (a page stride with a gap), and flash_attn's dense calls (a KV cache's op only)."""
+    attn_combine. More programs (an fp8 cache's steps take it at any count), pages that are not whole 16-key runs
+    or softcap keep attn_fwd; so do caches whose pages are not one block of rows (a page stride with a gap), and
+    flash_attn's dense calls (a KV cache's op only)."""
     r = scenario(
         fake_driver,
         f"""
@@ -1122,7 +1127,8 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
         _library.call("xopsaot_flash_attn", (q, k, k, q, None, None), options(0.1, splits=0), 0)
         dense = [l["kernel"] for l in launches()]
         emit(b1=step(1), b4=step(4), b5=step(5), page8=step(1, page=8), page48=step(1, page=48),
-             fp8=step(1, kv="float8_e4m3fn"), softcap=step(1, softcap=30.0), gap=step(1, gap=64),
+             fp8=step(1, kv="float8_e4m3fn"), fp8_b5=step(5, kv="float8_e4m3fn"), softcap=step(1, softcap=30.0),
+             gap=step(1, gap=64),
              forced=step(1, splits=1), contiguous=step(2, page=0), contiguous_b5=step(5, page=0), dense=dense)
     """,
     )
@@ -1140,6 +1146,8 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
     assert launches == [["attn_decode_tma", [8 * 8, 1, 1]], ["attn_combine", [32, 1, 1]]]
     uint8, swizzle_64b = 0, 2
     assert maps == [{**cache_map, "strides": [8 * 128], "dtype": uint8, "swizzle": swizzle_64b}] * 2
+    # an fp8 cache's 40 programs too: 132 // 40 = 3 slices
+    assert r["fp8_b5"][0] == [["attn_decode_tma", [8 * 3, 5, 1]], ["attn_combine", [5 * 32, 1, 1]]]
     for case in ("page8", "softcap", "gap", "contiguous_b5"):
         assert r[case][0][0][0] == "attn_fwd", case
     assert r["forced"][0] == [["attn_decode_tma", [8, 1, 1]]]  # num_splits=1: unsplit, no combine

@@ -269,6 +269,16 @@ static int cache_rows(const attn_problem *p, const xopsaot_tensor *t, xo_tma_des
  * 36). */
 static int few_programs(const attn_problem *p, int sm_count) { return 4 * programs_per_slice(p) <= sm_count; }
 
+/* Whether attn_decode_tma takes a decode step by its programs: where they are few, or at any count from an fp8
+ * cache but a contiguous one of head dim 64. On an H100 (GQA 32:8, bf16 queries, TB/s of the cache's bytes, 16 x 4k
+ * to 64 x 8k) decoding each copied stage in shared memory beat attn_fwd's e4m3 loads: head dim 128 contiguous
+ * 2.16-2.60 -> 2.36-2.77, pages of 16 1.66-2.07 -> 2.21-2.70, chunks of 8-16 queries 0.74-1.12 -> 2.17-2.33; head
+ * dim 64 pages of 16 1.33-1.78 -> 1.77-1.96, but contiguous at 64 x 8k 2.34 -> 2.00 (stop 38). */
+static int decode_tma_programs(const attn_problem *p, int sm_count) {
+  const int fp8 = p->k->dtype == XOPSAOT_FLOAT8_E4M3;
+  return few_programs(p, sm_count) || (fp8 && (p->head_dim == 128 || p->block_table));
+}
+
 /* Hopper's decode from a 16-bit or fp8 KV cache (attn_decode_tma): flash_attn_with_kvcache's call of few
  * programs, head_dim a tile width, pages (if paged) of whole 16-key runs, at most 64 rows (seqlen_q x group) per key
  * head, no softcap or ALiBi, caches TMA can take, and a variant for the device. Fills d (all but the partials'
@@ -276,7 +286,7 @@ static int few_programs(const attn_problem *p, int sm_count) { return 4 * progra
 static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o, const xk_attn_decode_tma_keys *keys,
                       float k_scale, float v_scale, int32_t window_left, int32_t window_right, int64_t token_rows,
                       int sm_count, xk_attn_decode_tma_args *d) {
-  if (!p->kvcache || p->alibi || o->softcap > 0 || !few_programs(p, sm_count) ||
+  if (!p->kvcache || p->alibi || o->softcap > 0 || !decode_tma_programs(p, sm_count) ||
       (p->head_dim != 64 && p->head_dim != 128) || (p->block_table && p->page_size % 16) ||
       p->seqlen_q * (p->heads / p->heads_k) > 64)
     return 0;
