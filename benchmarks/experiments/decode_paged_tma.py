@@ -5,10 +5,11 @@ sequence each (a table of one page per sequence: attn_decode_tma where the step 
 the attn_decode_tma bucket of bf16 queries at --dim runs its K-th alternate (an autotune cache file that names it,
 XOPSAOT_AUTOTUNE=1 in a child process), so its configs compare in one wheel. --fp8: the same caches as float8_e4m3fn
 (TB/s of their own, half as many, bytes; --alternate then picks from the fp8 cache's bucket). --queries N: chunks of N
-queries (non-causal) in place of one; --dim: another head dim.
+queries (non-causal) in place of one; --dim: another head dim; --splits N: num_splits N (0, the default: the library's
+choice).
 
     python3 benchmarks/experiments/decode_paged_tma.py LABEL [--alternate K] [--shapes I ...] [--fp8]
-        [--queries N] [--dim D]
+        [--queries N] [--dim D] [--splits N]
 """
 
 import argparse
@@ -58,13 +59,14 @@ def main() -> None:
     parser.add_argument("--fp8", action="store_true")
     parser.add_argument("--queries", type=int, default=1)
     parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--splits", type=int, default=0, help="num_splits (0: the library's choice)")
     parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
     if args.alternate and not args.child:
         env = forced_env(args.alternate, "e4m3" if args.fp8 else "bf16", args.dim)
         command = [sys.executable, __file__, args.label, "--alternate", str(args.alternate), "--child", "--shapes"]
         command += [str(i) for i in args.shapes] + ["--fp8"] * args.fp8
-        command += ["--queries", str(args.queries), "--dim", str(args.dim)]
+        command += ["--queries", str(args.queries), "--dim", str(args.dim), "--splits", str(args.splits)]
         sys.exit(subprocess.run(command, env=env).returncode)
 
     import torch
@@ -79,15 +81,15 @@ def main() -> None:
         cast = (lambda t: t.to(torch.float8_e4m3fn)) if args.fp8 else (lambda t: t)  # after paging: bf16 indexing
         nbytes = nbytes / 2 if args.fp8 else nbytes
         row = {"build": args.label, "alternate": args.alternate, "fp8": args.fp8, "batch": batch, "context": context}
-        row |= {"queries": args.queries, "dim": args.dim}
-        row["contiguous"] = round(kvcache_tbps(q, cast(kc), cast(vc), lengths, nbytes), 3)
+        row |= {"queries": args.queries, "dim": args.dim, "splits": args.splits}
+        row["contiguous"] = round(kvcache_tbps(q, cast(kc), cast(vc), lengths, nbytes, None, args.splits), 3)
         # the contiguous cache as pages of a whole sequence each, behind a table of one page per sequence
         whole = torch.arange(batch, dtype=torch.int32, device="cuda").view(batch, 1)
-        row["one_page"] = round(kvcache_tbps(q, cast(kc), cast(vc), lengths, nbytes, whole), 3)
+        row["one_page"] = round(kvcache_tbps(q, cast(kc), cast(vc), lengths, nbytes, whole, args.splits), 3)
         for page in (16, 128):
             kp, table = paged_view(kc, page)
             kp, vp = cast(kp), cast(paged_view(vc, page, table)[0])
-            row[f"paged{page}"] = round(kvcache_tbps(q, kp, vp, lengths, nbytes, table), 3)
+            row[f"paged{page}"] = round(kvcache_tbps(q, kp, vp, lengths, nbytes, table, args.splits), 3)
             row[f"paged{page}_variant"] = _library.manifest()["variants"][_library.last_variant()]["label"]
             del kp, vp
         print(json.dumps(row), flush=True)
