@@ -369,7 +369,7 @@ typedef struct xopsaot_attention_options {
                                     head dim up to 128 splits until there are four programs per multiprocessor;
                                     on Hopper a step from a 16-bit or fp8 cache of at most a quarter of the
                                     multiprocessors' programs runs a TMA kernel, also in the slices that make one
-                                    wave) */
+                                    wave, as does an fp8 cache's step of any count at head dim 128, or 64 paged) */
   float k_scale, v_scale;        /* an fp8 cache's per-tensor scales (stored = value / scale); 0 reads as 1 */
 } xopsaot_attention_options;
 

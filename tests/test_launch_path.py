@@ -1036,7 +1036,7 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     only. Without such a config (fp8 caches, pages of 4, softcap, head dim 64, paged in slices), or with num_splits
     given, choose_splits' count stands: within two programs per multiprocessor, four for an fp8 cache of head dim up to
     128 (paged ones on a config of their own). Steps of at most 33 programs go to attn_decode_tma instead (the next
-    test), as do an fp8 cache's steps of any count at head dims 64 and 128. Returns per call: the kernel, slices,
+    test), as do an fp8 cache's steps of any count at head dim 128 (64 if paged). Returns per call: the kernel, slices,
     whether the variant is ONE_WAVE, launches (the kernel, then attn_combine if split), TABLE_CHUNK."""
     r = scenario(
         fake_driver,
@@ -1102,8 +1102,8 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
     132 SMs goes to attn_decode_tma: grid (key heads x slices, batch, 1), as many slices as make one wave (of at least
     256 keys each), the caches as 2-D descriptors of (pages x page_size, heads_k x headdim) rows with boxes of 16 keys
     x 64 columns (an fp8 cache's bytes, 64-byte swizzle; a contiguous cache's sequences as its pages, no table), then
-    attn_combine. More programs (an fp8 cache's steps take it at any count), pages that are not whole 16-key runs
-    or softcap keep attn_fwd; so do caches whose pages are not one block of rows (a page stride with a gap), and
+    attn_combine. More programs (but an fp8 cache's at head dim 128, or 64 paged), pages that are not whole 16-key
+    runs or softcap keep attn_fwd; so do caches whose pages are not one block of rows (a page stride with a gap), and
     flash_attn's dense calls (a KV cache's op only)."""
     r = scenario(
         fake_driver,

@@ -279,10 +279,10 @@ static int decode_tma_programs(const attn_problem *p, int sm_count) {
   return few_programs(p, sm_count) || (fp8 && (p->head_dim == 128 || p->block_table));
 }
 
-/* Hopper's decode from a 16-bit or fp8 KV cache (attn_decode_tma): flash_attn_with_kvcache's call of few
- * programs, head_dim a tile width, pages (if paged) of whole 16-key runs, at most 64 rows (seqlen_q x group) per key
- * head, no softcap or ALiBi, caches TMA can take, and a variant for the device. Fills d (all but the partials'
- * pointers) and says whether it serves the call. */
+/* Hopper's decode from a 16-bit or fp8 KV cache (attn_decode_tma): flash_attn_with_kvcache's call of programs it
+ * takes (decode_tma_programs), head_dim a tile width, pages (if paged) of whole 16-key runs, at most 64 rows
+ * (seqlen_q x group) per key head, no softcap or ALiBi, caches TMA can take, and a variant for the device. Fills d
+ * (all but the partials' pointers) and says whether it serves the call. */
 static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o, const xk_attn_decode_tma_keys *keys,
                       float k_scale, float v_scale, int32_t window_left, int32_t window_right, int64_t token_rows,
                       int sm_count, xk_attn_decode_tma_args *d) {
