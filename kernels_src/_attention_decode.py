@@ -188,10 +188,12 @@ def _load_queries(Q, q_base, stride_qs, stride_qh, n_rows, group, q_smem):
 
 
 @gluon.jit
-def _store_chunk(out, c, rows, row_ok, Out, Opart, where, ROWS_DOWN: gl.constexpr = True):
+def _store_chunk(
+    out, c, rows, row_ok, Out, Opart, out_args, group, BLOCK_D: gl.constexpr, ROWS_DOWN: gl.constexpr = True
+):
     """Store columns [c * CHUNK, ...) of the normalized output: partials (float32) when split, else Out. out holds
     the rows down its first axis, or (ROWS_DOWN false: the transposed products) along its second."""
-    o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out = where
+    o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse = out_args
     d = c * CHUNK + gl.arange(0, CHUNK, layout=gl.SliceLayout(0 if ROWS_DOWN else 1, out.type.layout))
     q_pos = (rows // group).to(gl.int64)
     head = (rows % group).to(gl.int64)
@@ -231,7 +233,6 @@ def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, ke
     k_wide, v_wide = wide  # the rings themselves for a 16-bit cache
     q_base, stride_qs, stride_qh, n_rows, group, q_len = q_args
     s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale, v_scale = key_args
-    o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse = out_args
     STAGES: gl.constexpr = k_smem[0].type.shape[0]
     BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
     CHUNKS: gl.constexpr = len(k_smem)
@@ -283,10 +284,9 @@ def _consumer(q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, ke
     scale = gl.convert_layout(v_scale / gl.where(seen, l_i, 1.0), row_o)[:, None]
     rows_o = gl.arange(0, WG_ROWS, layout=row_o)
     row_ok = rows_o < n_rows
-    where = (o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out)
-    _store_chunk(acc0 * scale, 0, rows_o, row_ok, Out, Opart, where)
+    _store_chunk(acc0 * scale, 0, rows_o, row_ok, Out, Opart, out_args, group, BLOCK_D)
     if CHUNKS == 2:
-        _store_chunk(acc1 * scale, 1, rows_o, row_ok, Out, Opart, where)
+        _store_chunk(acc1 * scale, 1, rows_o, row_ok, Out, Opart, out_args, group, BLOCK_D)
     _store_lse(m_i, l_i, rows, rows < n_rows, Lse, out_args, group)
 
 
@@ -301,7 +301,6 @@ def _consumer_t(q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, 
     k_wide, v_wide = wide
     q_base, stride_qs, stride_qh, n_rows, group, q_len = q_args
     s_lo, n_blocks, u_lo, u_hi, k_len, window_left, window_right, qk_scale, v_scale = key_args
-    o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse = out_args
     STAGES: gl.constexpr = k_smem[0].type.shape[0]
     BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
     CHUNKS: gl.constexpr = len(k_smem)
@@ -352,10 +351,9 @@ def _consumer_t(q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, 
     seen_any = l_i > 0
     scale = (v_scale / gl.where(seen_any, l_i, 1.0))[None, :]
     row_ok = rows < n_rows
-    where = (o_base, part_base, stride_os, stride_oh, part_row, group, BLOCK_D, split_out)
-    _store_chunk(acc0 * scale, 0, rows, row_ok, Out, Opart, where, False)
+    _store_chunk(acc0 * scale, 0, rows, row_ok, Out, Opart, out_args, group, BLOCK_D, False)
     if CHUNKS == 2:
-        _store_chunk(acc1 * scale, 1, rows, row_ok, Out, Opart, where, False)
+        _store_chunk(acc1 * scale, 1, rows, row_ok, Out, Opart, out_args, group, BLOCK_D, False)
     _store_lse(m_i, l_i, rows, row_ok, Lse, out_args, group)
 
 
