@@ -128,7 +128,8 @@ static xopsaot_status cuda_init(int *device_count) {
   device_handles = calloc((size_t)count, sizeof *device_handles);
   primary_contexts = calloc((size_t)count, sizeof *primary_contexts);
   primary_ids = calloc((size_t)count, sizeof *primary_ids);
-  if (!device_handles || !primary_contexts || !primary_ids) return xo_fail(XOPSAOT_ERROR_OUT_OF_MEMORY, "out of host memory");
+  if (!device_handles || !primary_contexts || !primary_ids)
+    return xo_fail(XOPSAOT_ERROR_OUT_OF_MEMORY, "out of host memory");
   for (int i = 0; i < count; ++i) CHECK(cu.device_get(&device_handles[i], i), "cuDeviceGet");
   *device_count = count;
   return XOPSAOT_SUCCESS;

@@ -18,8 +18,9 @@
 extern "C" {
 #endif
 
-#define XOPSAOT_ABI_VERSION 6 /* 3 added the norms, activations and softmax family; 4 the rotary embeddings; 5 the \
-                                     elementwise ops, dropout and scans; 6 the fused matmul forms, cross entropy and sampling */
+/* 3 added the norms, activations and softmax family; 4 the rotary embeddings; 5 the elementwise ops, dropout and
+ * scans; 6 the fused matmul forms, cross entropy and sampling */
+#define XOPSAOT_ABI_VERSION 6
 #define XOPSAOT_MAX_NDIM 8
 
 #if defined(XOPSAOT_BUILDING)

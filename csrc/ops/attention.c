@@ -544,8 +544,9 @@ xopsaot_status xopsaot_flash_attn_with_kvcache(const xopsaot_tensor *q, const xo
     XO_TRY(check_half(&p, v, "v", 4));
     XO_TRY(xo_check_same_shape(k, v, p.op, "k", "v"));
     if (k->shape[0] != p.batch || k->shape[2] != p.heads_k || k->shape[3] != p.head_dim)
-      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k must be (batch, seqlen_new, heads_k, headdim) = (%lld, _, %lld, %lld)",
-                     p.op, (long long)p.batch, (long long)p.heads_k, (long long)p.head_dim);
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                     "%s: k must be (batch, seqlen_new, heads_k, headdim) = (%lld, _, %lld, %lld)", p.op,
+                     (long long)p.batch, (long long)p.heads_k, (long long)p.head_dim);
     if (k->shape[1] > p.seqlen_k)
       return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k has %lld new tokens but the cache holds %lld", p.op,
                      (long long)k->shape[1], (long long)p.seqlen_k);

@@ -266,7 +266,8 @@ static xopsaot_status launch_strided(const layout *l, const void *data[OPERANDS]
     for (int i = 0; i < lead; ++i)
       for (int k = 0; k < OPERANDS; ++k) offset[k] += index[i] * l->stride[k][i];
     void **ptrs[OPERANDS] = {&args.X, &args.Y, &args.OUT};
-    for (int k = 0; k < OPERANDS; ++k) *ptrs[k] = (char *)data[k] + offset[k] * xo_dtype_size(k == OUT ? keys->O : keys->T);
+    for (int k = 0; k < OPERANDS; ++k)
+      *ptrs[k] = (char *)data[k] + offset[k] * xo_dtype_size(k == OUT ? keys->O : keys->T);
     args.aligned = aligned_strides && pointers_aligned((void *const[]){args.X, args.Y, args.OUT}, stride, l->scalar);
     XO_TRY(xo_launch(&xk_elementwise_strided_kernel, &skeys.T, &args, device, stream));
     int i = lead - 1;
@@ -318,7 +319,8 @@ xopsaot_status xopsaot_elementwise(const xopsaot_tensor *x, const xopsaot_tensor
   const xopsaot_tensor *first = NULL;
   for (int k = 0; k < 2; ++k) {
     if (k == Y && !info->binary) break;
-    if (!inputs[k] && !(scalar == k + 1)) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", op, names[k]);
+    if (!inputs[k] && !(scalar == k + 1))
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", op, names[k]);
     if (!inputs[k]) continue;
     XO_TRY(xo_check_tensor(inputs[k], op, names[k], -1));
     XO_TRY(xo_check_same_device(inputs[k], out, op, names[k], "out"));

@@ -40,10 +40,10 @@ static xopsaot_status launch_rows(void *logits, int32_t dtype, int64_t stride, i
                                   const xopsaot_tensor *target, int64_t first_row, void *loss, int32_t loss_dtype,
                                   const xopsaot_cross_entropy_options *o, int device, void *stream) {
   if (rows == 0) return XOPSAOT_SUCCESS;
-  xk_cross_entropy_kernel_args args = {.Logits = logits, .Target = (char *)target->data + first_row * xo_dtype_size(target->dtype),
-                                       .Loss = loss, .stride_x = rows > 1 ? stride : n, .n_cols = (int32_t)n,
-                                       .ignore_index = o->ignore_index, .smoothing = o->label_smoothing,
-                                       .n_rows = rows};
+  xk_cross_entropy_kernel_args args = {
+      .Logits = logits, .Target = (char *)target->data + first_row * xo_dtype_size(target->dtype), .Loss = loss,
+      .stride_x = rows > 1 ? stride : n, .n_cols = (int32_t)n, .ignore_index = o->ignore_index,
+      .smoothing = o->label_smoothing, .n_rows = rows};
   xk_cross_entropy_kernel_keys keys = {.T = dtype, .I = target->dtype, .L = loss_dtype};
   return xo_launch(&xk_cross_entropy_kernel, &keys.T, &args, device, stream);
 }

@@ -68,7 +68,8 @@ xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_tensor *weigh
   if (gate && o->gate_act != XOPSAOT_GATE_SILU && o->gate_act != XOPSAOT_GATE_SIGMOID)
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: gate_act is %d; supported: 0 (silu), 1 (sigmoid)",
                    o->gate_act);
-  if (n > INT32_MAX) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: rows of %lld elements are too long", (long long)n);
+  if (n > INT32_MAX)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: rows of %lld elements are too long", (long long)n);
   if (!(o->eps >= 0.0f) || o->eps == INFINITY)
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "norm: eps must be finite and >= 0, got %g", o->eps);
   if (!(o->weight_offset == o->weight_offset) || o->weight_offset == INFINITY || o->weight_offset == -INFINITY)
