@@ -370,7 +370,9 @@ typedef struct xopsaot_attention_options {
                                     head dim up to 128 splits until there are four programs per multiprocessor;
                                     on Hopper a step from a 16-bit or fp8 cache of at most a quarter of the
                                     multiprocessors' programs runs a TMA kernel, also in the slices that make one
-                                    wave, as does an fp8 cache's step of any count at head dim 128, or 64 paged) */
+                                    wave, as does an fp8 cache's step of any count at head dim 128, or 64 paged,
+                                    and a paged 16-bit cache's of head dim 128 and 2048 keys or more up to one wave
+                                    where its pages divide 128 keys) */
   float k_scale, v_scale;        /* an fp8 cache's per-tensor scales (stored = value / scale); 0 reads as 1 */
 } xopsaot_attention_options;
 

@@ -6,7 +6,8 @@ one page per sequence, page b holding sequence b, with no table (`paged` 0).
 
 A program owns up to 64 query rows of one key head (rows = (query, query head) pairs, attn_fwd's GQA packing; one
 wgmma's M) and one slice of its keys: a loader warp reads the block table a block ahead and streams the slice's key
-and value blocks into a ring of STAGES stages; one consumer warpgroup takes QK^T (the queries in shared memory), the
+and value blocks into a ring of STAGES stages (a 16-bit cache's whole blocks by the pages' order in the pool, where
+the slice is long enough: _loader); one consumer warpgroup takes QK^T (the queries in shared memory), the
 online softmax and PV per block. Configs of ROWS=16 (steps of at most 16 rows: decode's GQA rows) take the products
 transposed (_consumer_t), keys on wgmma's M and rows on its N, so that the softmax covers those rows only. Each
 stage holds a block as head-dim chunks of CHUNK columns (the 128-byte swizzle's width at 16 bits), so a run of PAGE_RUN
@@ -34,6 +35,10 @@ from kernels_src._attention_ws import WG_ROWS, _wgmma_layout
 
 PAGE_RUN = gl.constexpr(16)  # keys per TMA copy: the smallest page this kernel takes
 CHUNK = gl.constexpr(64)  # head-dim columns per copy and per shared tile
+SORT_WINDOW = gl.constexpr(128)  # table entries the loader orders at a time (_loader)
+SORT_DONE = gl.constexpr(2**62)  # a window slot that holds no entry, or one already taken
+SORT_MIN_BLOCKS = gl.constexpr(8)  # the fewest blocks a slice's loader sorts the pages of
+LOADER_REGISTERS = gl.constexpr(56)  # the loader warp's: a window of keys
 
 
 @gluon.jit
@@ -71,18 +76,84 @@ def _load_block(desc, smem, ready, empty, rows, col, i):
 
 @gluon.jit
 def _loader(desc_k, desc_v, k_smem, v_smem, bars, BlockTable, walk):
-    """The slice's blocks in order, the block table read one block ahead of the copies that use it."""
+    """The slice's blocks, the block table read one block ahead of the copies that use it. The pages of the blocks
+    every row sees whole (`full`: the consumers mask none of them, so their keys may come in any order) are taken in
+    the order they lie in the pool, a window of SORT_WINDOW table entries at a time, save the first STAGES of those
+    blocks: they go in table order, and the first window is ordered once their copies are under way. Each sorted
+    block's pages are taken from the window after the block before it is issued, in the time the loader waits for
+    the ring anyway. Pools whose pages a sequence holds in random order read 3-6% faster so, as fast as pages in order
+    (H100, bf16, pages of 16: 16 x 4k 2.80 -> 2.89-2.91 TB/s, 1 x 32k 2.53 -> 2.66-2.69; h100-2026-11-26-experiments.md,
+    stop 39)."""
     k_ready, k_empty, v_ready, v_empty = bars
-    s_lo, n_blocks, col, pages_args = walk
+    s_lo, n_blocks, col, pages_args, full = walk
+    page_size, max_pages, paged, batch = pages_args
     BLOCK_N: gl.constexpr = k_smem[0].type.shape[1]
+    STAGES: gl.constexpr = k_smem[0].type.shape[0]
     RUNS: gl.constexpr = BLOCK_N // PAGE_RUN
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    window: gl.constexpr = gl.BlockedLayout([SORT_WINDOW // 32], [32], [1], [0])
+    # the sorted blocks [first, last), where pages divide blocks (a block is then whole pages), for 16-bit caches
+    # (an fp8 cache's consumer bounds its step: the loader's extra work there cost 4-7% at pages of 16) and at least
+    # SORT_MIN_BLOCKS of them (shorter slices lost 6-10%: the loader's first window delays their last copies)
+    first = gl.minimum(full[0] + STAGES, full[1])
+    last = full[1]
+    if (paged == 0) | (BLOCK_N % page_size != 0) | (last - first < SORT_MIN_BLOCKS):
+        last = first
+    if k_smem[0].dtype.primitive_bitwidth == 8:
+        last = first
+    per_window = SORT_WINDOW * page_size // BLOCK_N  # blocks whose pages a window holds
+    keys = gl.full([SORT_WINDOW], SORT_DONE, gl.int64, layout=window)
     rows = _block_rows(BlockTable, s_lo, pages_args, RUNS, layout)
     for i in range(n_blocks):
-        following = _block_rows(BlockTable, s_lo + (i + 1) * BLOCK_N, pages_args, RUNS, layout)
+        j = i + 1
+        sorted_next = (j >= first) & (j < last)
+        following = rows
+        if not sorted_next:
+            following = _block_rows(BlockTable, s_lo + j * BLOCK_N, pages_args, RUNS, layout)
         _load_block(desc_k, k_smem, k_ready, k_empty, rows, col, i)
         _load_block(desc_v, v_smem, v_ready, v_empty, rows, col, i)
+        if sorted_next:
+            if (j - first) % per_window == 0:
+                slot0 = (s_lo + j * BLOCK_N) // page_size
+                n_slots = gl.minimum(per_window, last - j) * (BLOCK_N // page_size)
+                keys = _sort_window(BlockTable, slot0, n_slots, max_pages, window)
+            following, keys = _sorted_rows(keys, page_size, RUNS, layout)
         rows = following
+
+
+@gluon.jit
+def _sort_window(BlockTable, slot0, n_slots, max_pages, layout: gl.constexpr):
+    """The window's table entries [slot0, slot0 + n_slots) as keys page * SORT_WINDOW + slot, which order them by page
+    and tell equal pages apart; SORT_DONE past n_slots. Entries past the table are page -1 (zeros, as _block_rows)."""
+    slots = gl.arange(0, SORT_WINDOW, layout=layout)
+    pages = gl.load(BlockTable + slot0 + slots, mask=(slots < n_slots) & (slot0 + slots < max_pages), other=-1)
+    return gl.where(slots < n_slots, pages.to(gl.int64) * SORT_WINDOW + slots, SORT_DONE)
+
+
+@gluon.jit
+def _sorted_rows(keys, page_size, RUNS: gl.constexpr, layout: gl.constexpr):
+    """A block's runs from the window's smallest keys, a page per page_size // PAGE_RUN runs (each taken key leaves
+    the window): the cache rows where the runs begin, as _block_rows gives them."""
+    runs = gl.arange(0, RUNS, layout=layout)
+    rows = gl.full([RUNS], 0, gl.int32, layout=layout)
+    per_page = page_size // PAGE_RUN
+    page, keys = _take_smallest(keys)
+    for r in gl.static_range(RUNS):
+        if r > 0:
+            if r % per_page == 0:
+                page, keys = _take_smallest(keys)
+        row = gl.where(page >= 0, page * page_size + (r % per_page) * PAGE_RUN, -PAGE_RUN)
+        rows = gl.where(runs == r, row, rows)
+    return rows, keys
+
+
+@gluon.jit
+def _take_smallest(keys):
+    """The page of the window's smallest key (-1 for an entry past the table or a negative one), and the window
+    without that key."""
+    smallest = gl.min(keys, axis=0)
+    page = gl.where((smallest >= 0) & (smallest < SORT_DONE), smallest // SORT_WINDOW, -1).to(gl.int32)
+    return page, gl.where(keys == smallest, SORT_DONE, keys)
 
 
 @gluon.jit
@@ -470,13 +541,16 @@ def attn_decode_tma(
         l_base = batch.to(gl.int64) * stride_lb + head0 * stride_lh
     o_base = batch.to(gl.int64) * stride_ob + head0 * stride_oh
     out_args = (o_base, part_base, stride_os, stride_oh, part_row, l_base, stride_lh, stride_ls, split_out, write_lse)
-    walk = (s_lo, n_blocks, head_k * BLOCK_D, (page_size, max_pages, paged, batch))
+    # the slice's blocks every row sees whole, which the consumers do not mask: their pages may come in any order
+    full_lo = (gl.minimum(gl.maximum(u_lo, s_lo), s_lo + n_blocks * BLOCK_N) - s_lo) // BLOCK_N
+    full_hi = gl.maximum((gl.minimum(u_hi, s_lo + n_blocks * BLOCK_N) - s_lo) // BLOCK_N, full_lo)
+    walk = (s_lo, n_blocks, head_k * BLOCK_D, (page_size, max_pages, paged, batch), (full_lo, full_hi))
     loading = (desc_k, desc_v, k_smem, v_smem, bars, BlockTable + batch.to(gl.int64) * stride_btb, walk)
     if ROWS < WG_ROWS:  # the transposed products: P^T goes through shared memory to PV
         p_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, ROWS], mma)
         p_smem = gl.allocate_shared_memory(mma, [BLOCK_N, ROWS], p_layout)
         args = (q_smem, k_smem, v_smem, wide, p_smem, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)
-        gl.warp_specialize([(_consumer_t, args), (_loader, loading)], [1], [24])
+        gl.warp_specialize([(_consumer_t, args), (_loader, loading)], [1], [LOADER_REGISTERS])
     else:
         args = (q_smem, k_smem, v_smem, wide, bars, Q, Out, Lse, Opart, q_args, key_args, out_args)
-        gl.warp_specialize([(_consumer, args), (_loader, loading)], [1], [24])
+        gl.warp_specialize([(_consumer, args), (_loader, loading)], [1], [LOADER_REGISTERS])

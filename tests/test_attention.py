@@ -424,7 +424,8 @@ def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
     lengths that differ per sequence (1, 17, a tile edge, the whole cache), GQA 4; a contiguous cache, or pages of
     8 to 128 tokens in shuffled order, whose config reads the block table in chunks of 256 pages (pages of 48, which
     neither divide nor are a multiple of its 64-key blocks, take its general loop); pages of 3 take the usual decode
-    config."""
+    config. (Caches of 2048 keys or more with pages of 16 to 128 take attn_decode_tma instead:
+    test_decode_pages_in_pool_order.)"""
     import torch
 
     request.getfixturevalue("poison")
@@ -450,6 +451,30 @@ def test_decode_in_one_unsplit_wave(request, rng, dtype, page):
     check_decode64(out, q, caches, lengths, dtype, f"one wave {dtype} page {page}")
 
 
+def gpu_caches(stored, caches, kv: str, dtype: str, scales):
+    """The stored caches (or pools) on the GPU, in dtype or as fp8 with scales, and what the reference then reads:
+    the caches themselves, or an fp8 cache's values decoded, times their scales."""
+    if kv == "fp8":
+        kc, vc = (fp8(c, scale, "gpu") for c, scale in zip(stored, scales))
+        return kc, vc, [fp8_held(c, scale, "gpu") for c, scale in zip(caches, scales)]
+    kc, vc = (to_where(c, dtype, "gpu") for c in stored)
+    return kc, vc, caches
+
+
+def decode_tma_ran() -> None:
+    """After a decode step: its kernels (attn_combine after it where split) count as run, and on sm_90 the step
+    took attn_decode_tma."""
+    import torch
+
+    host_sync()
+    launched = _library.recent_variants(2)  # newest first: the decode kernel, or attn_combine after it
+    split = _library.manifest()["variants"][launched[0]]["kernel"] == "attn_combine"
+    GPU_USED.update(launched[: 1 + split])
+    if torch.cuda.get_device_capability() == (9, 0):
+        label = _library.manifest()["variants"][launched[int(split)]]["label"]
+        assert label.startswith("attn_decode_tma/"), label
+
+
 DECODE_TMA_CASES = {  # group, seqlen_q, options
     "mha": (1, 1, {}),
     "gqa4": (4, 1, {}),
@@ -472,7 +497,6 @@ def test_decode_tma_stale_slots(request, rng, kv, dtype, dim, page):
     last run of each sequence reaches into the next, or pages of 16, 48 and 256. Cache lengths 1, 17, a 64-key tile
     edge +-1 and the whole cache; GQA 1, 4 and 8 (up to 32 rows per key head); a window; automatic and 3 slices;
     lse against float64. The cache in the queries' dtype or fp8 e4m3 with per-tensor scales (NaN its code 0x7f)."""
-    import torch
 
     request.getfixturevalue("poison")
     batch, hk, capacity = 5, 2, 768 if page else 760
@@ -494,21 +518,11 @@ def test_decode_tma_stale_slots(request, rng, kv, dtype, dim, page):
                 for pool in stored:
                     pool[table[b, pos // page], pos % page] = np.nan
         extra["block_table"] = ints(table, "gpu")
-    if kv == "fp8":  # the reference reads what the cache holds: the values decoded, times their scales
-        kc, vc = (fp8(c, scale, "gpu") for c, scale in zip(stored, scales))
-        caches = [fp8_held(c, scale, "gpu") for c, scale in zip(caches, scales)]
-    else:
-        kc, vc = (to_where(c, dtype, "gpu") for c in stored)
+    kc, vc, caches = gpu_caches(stored, caches, kv, dtype, scales)
     for case, (group, seqlen_q, options) in DECODE_TMA_CASES.items():
         q = to_where(rng.standard_normal((batch, seqlen_q, hk * group, dim)).astype(np.float32), dtype, "gpu")
         out, lse = xopsaot.flash_attn_with_kvcache(q, kc, vc, return_lse=True, **extra, **options)
-        host_sync()
-        launched = _library.recent_variants(2)  # newest first: the decode kernel, or attn_combine after it
-        split = _library.manifest()["variants"][launched[0]]["kernel"] == "attn_combine"
-        GPU_USED.update(launched[: 1 + split])
-        if torch.cuda.get_device_capability() == (9, 0):
-            label = _library.manifest()["variants"][launched[int(split)]]["label"]
-            assert label.startswith("attn_decode_tma/"), label
+        decode_tma_ran()
         for b, n in enumerate(int(n) for n in lengths):
             ref, ref_lse = attention64(
                 host(q)[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n], options.get("causal", False),
@@ -519,6 +533,51 @@ def test_decode_tma_stale_slots(request, rng, kv, dtype, dim, page):
             assert_lse_close(host(lse)[b], ref_lse[0], 2e-2, what + " lse")
 
 
+POOL_ORDER_CASES = {  # seqlen_q, options
+    "decode": (1, {}),
+    "one slice": (1, {"num_splits": 1}),
+    "four slices": (1, {"num_splits": 4}),
+    "window": (1, {"window_size": (3000, 0), "num_splits": 1}),
+    "chunk causal": (4, {"causal": True, "num_splits": 2}),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv", ["16-bit", "fp8"])
+@pytest.mark.parametrize("page", [16, 32, 64, 128])
+def test_decode_pages_in_pool_order(request, rng, kv, page):
+    """attn_decode_tma's loader takes the pages of the blocks every row sees whole in the order they lie in the pool,
+    128 table entries at a time, after the first three such blocks, where a slice has at least 8 more (16-bit caches;
+    an fp8 cache's keep table order): sequences of up to 6144 keys (several windows of entries and a partial last one
+    at pages of 16, lengths off the block edges, one key), pages of 16 to 128 shuffled through a pool, GQA 4 with 2
+    key heads (few programs: attn_decode_tma on sm_90), automatic slices (too short to sort), one slice (a whole
+    sequence), four, a window whose whole blocks lie mid-sequence, causal chunks of 4 queries in two slices; bf16
+    queries, the cache 16-bit or fp8 with scales, against float64."""
+
+    request.getfixturevalue("poison")
+    dtype, batch, hk, group, dim, capacity = "bfloat16", 3, 2, 4, 128, 6144
+    lengths = np.array([capacity, int(rng.integers(2000, capacity - 200)) | 1, 1], dtype=np.int32)
+    caches = rounded_caches(rng, (batch, capacity, hk, dim), dtype)
+    extra = {"cache_seqlens": ints(lengths, "gpu")}
+    scales = (0.01, 0.02)
+    if kv == "fp8":
+        caches = [np.clip(c, -4, 4) for c in caches]
+        extra.update(k_scale=scales[0], v_scale=scales[1])
+    stored, table = paged(caches, page, rng)
+    extra["block_table"] = ints(table, "gpu")
+    kc, vc, caches = gpu_caches(stored, caches, kv, dtype, scales)
+    for case, (seqlen_q, options) in POOL_ORDER_CASES.items():
+        q = to_where(rng.standard_normal((batch, seqlen_q, hk * group, dim)).astype(np.float32), dtype, "gpu")
+        out = xopsaot.flash_attn_with_kvcache(q, kc, vc, **extra, **options)
+        decode_tma_ran()
+        for b, n in enumerate(int(n) for n in lengths):
+            ref = attention64(
+                host(q)[b : b + 1], caches[0][b : b + 1, :n], caches[1][b : b + 1, :n], options.get("causal", False),
+                None, options.get("window_size", (-1, -1)),
+            )  # fmt: skip
+            assert_close(host(out)[b], ref[0], dtype, f"{case} {kv} page {page}, sequence {b} of {n} keys")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv", ["16-bit", "fp8"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -527,10 +586,10 @@ def test_decode_tma_stale_slots(request, rng, kv, dtype, dim, page):
 @pytest.mark.parametrize("hk", [2, 8])
 def test_decode_of_many_programs(request, rng, kv, dtype, dim, page, hk):
     """A decode step of 40 or 160 programs (20 sequences x 2 or 8 key heads, GQA 4; 160 are more than a wave),
-    more than attn_decode_tma takes from a 16-bit cache: attn_fwd's decode configs on sm_90; an fp8 cache's (with
-    scales) still on attn_decode_tma, which takes those at any count at head dim 128, and 64 if paged. Head dims 48
-    and 96 run on attn_fwd's tiles of 64 and 128 (lanes masked). Automatic slices and unsplit, contiguous and paged
-    caches, against float64."""
+    more than attn_decode_tma takes from a 16-bit cache of 320 keys: attn_fwd's decode configs on sm_90; an fp8
+    cache's (with scales) still on attn_decode_tma, which takes those at any count at head dim 128, and 64 if paged.
+    Head dims 48 and 96 run on attn_fwd's tiles of 64 and 128 (lanes masked). Automatic slices and unsplit,
+    contiguous and paged caches, against float64."""
     import torch
 
     request.getfixturevalue("poison")

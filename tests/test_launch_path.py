@@ -1036,17 +1036,19 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     only. Without such a config (fp8 caches, pages of 4, softcap, head dim 64, paged in slices), or with num_splits
     given, choose_splits' count stands: within two programs per multiprocessor, four for an fp8 cache of head dim up to
     128 (paged ones on a config of their own). Steps of at most 33 programs go to attn_decode_tma instead (the next
-    test), as do an fp8 cache's steps of any count at head dim 128 (64 if paged). Returns per call: the kernel, slices,
-    whether the variant is ONE_WAVE, launches (the kernel, then attn_combine if split), TABLE_CHUNK."""
+    test), as do an fp8 cache's steps of any count at head dim 128 (64 if paged), and a 16-bit paged cache's of head
+    dim 128 and at least 2048 keys up to a wave where its pages divide that kernel's 128-key blocks (16 to 128 keys),
+    whose pages its loader reads in pool order. Returns per call: the kernel, slices, whether the variant is ONE_WAVE,
+    launches (the kernel, then attn_combine if split), TABLE_CHUNK."""
     r = scenario(
         fake_driver,
         """
         fake.fake_cuda_expect_params(0)
-        def step(batch, dtype="float16", kv=None, dim=128, softcap=0.0, splits=0, page=0):
+        def step(batch, dtype="float16", kv=None, dim=128, softcap=0.0, splits=0, page=0, keys=4096):
             q = tensor((batch, 1, 32, dim), dtype)
             if page:
-                cache = tensor((batch * 4096 // page, page, 8, dim), kv or dtype, 0x7f0000100000)
-                table = tensor((batch, 4096 // page), "int32", 0x7f0000800000)
+                cache = tensor((batch * keys // page, page, 8, dim), kv or dtype, 0x7f0000100000)
+                table = tensor((batch, keys // page), "int32", 0x7f0000800000)
             else:
                 cache, table = tensor((batch, 4096, 8, dim), kv or dtype, 0x7f0000100000), None
             lengths = tensor((batch,), "int32", 0x7f0000900000)
@@ -1070,7 +1072,9 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
              fp8_dim256=step(16, kv="float8_e4m3fn", dim=256), fp8_dim96=step(16, kv="float8_e4m3fn", dim=96),
              paged_fp8_dim96=step(16, kv="float8_e4m3fn", dim=96, page=16),
              fp8_dim64=step(16, kv="float8_e4m3fn", dim=64),
-             paged_fp8_dim64=step(16, kv="float8_e4m3fn", dim=64, page=16))
+             paged_fp8_dim64=step(16, kv="float8_e4m3fn", dim=64, page=16), page16=step(16, "bfloat16", page=16),
+             page48=step(16, page=48), page256=step(16, page=256), b17_page16=step(17, page=16),
+             page16_dim64=step(16, dim=64, page=16), page16_short=step(16, page=16, keys=1024))
     """,
     )
     fwd, tma = "attn_fwd", "attn_decode_tma"
@@ -1078,13 +1082,18 @@ def test_one_unsplit_wave_where_the_table_has_a_config_for_it(fake_driver):
     assert r["b16"] == r["b15"] == r["bf16"] == one_wave  # 128 and 120 programs: at least 90% of 132
     assert r["b14"] == split  # 112 programs: under 90%
     assert r["b17"] == [fwd, 1, False, 1, 0]  # 136 programs: more than a wave, unsplit on the usual decode config
-    assert r["forced"] == r["softcap"] == r["dim64"] == r["page4"] == r["paged14"] == r["fp8_dim256"] == split
+    assert r["forced"] == r["softcap"] == r["dim64"] == r["page4"] == r["fp8_dim256"] == r["page16_dim64"] == split
     # fp8 caches of head dim 128, and paged ones of 64: attn_decode_tma at any count of programs, one wave's slices
     assert r["fp8"] == r["paged_fp8"] == r["b32_fp8"] == r["b64_fp8"] == r["paged_fp8_dim64"] == [tma, 1, False, 1, 0]
     assert r["b4_fp8"] == [tma, 4, False, 2, 0]
     # other fp8 caches of head dim up to 128 on attn_fwd: within 4 x 132 programs
     assert r["fp8_dim96"] == r["paged_fp8_dim96"] == r["fp8_dim64"] == [fwd, 4, False, 2, 0]
-    assert r["page128"] == r["page8"] == [fwd, 1, True, 1, 256]
+    # 16-bit pages dividing 128 keys, up to a wave (128 or 112 programs): attn_decode_tma, unsplit; past a wave,
+    # caches under 2048 keys, or pages of 8, 48 or 256: attn_fwd (its paged ONE_WAVE config where the programs fill
+    # 90% of the SMs)
+    assert r["page128"] == r["page16"] == r["paged14"] == [tma, 1, False, 1, 0]
+    assert r["page8"] == r["page48"] == r["page256"] == r["page16_short"] == [fwd, 1, True, 1, 256]
+    assert r["b17_page16"] == [fwd, 1, False, 1, 0]
     # fewer programs than a wave: as many slices as make one (40 x 3 of 132), merged after; 88 x 1 would fill
     # under 90%, so choose_splits' 3
     assert r["b5"] == [fwd, 3, True, 2, 0] and r["b11"] == [fwd, 3, False, 2, 0]
@@ -1102,9 +1111,9 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
     132 SMs goes to attn_decode_tma: grid (key heads x slices, batch, 1), as many slices as make one wave (of at least
     256 keys each), the caches as 2-D descriptors of (pages x page_size, heads_k x headdim) rows with boxes of 16 keys
     x 64 columns (an fp8 cache's bytes, 64-byte swizzle; a contiguous cache's sequences as its pages, no table), then
-    attn_combine. More programs (but an fp8 cache's at head dim 128, or 64 paged), pages that are not whole 16-key
-    runs or softcap keep attn_fwd; so do caches whose pages are not one block of rows (a page stride with a gap), and
-    flash_attn's dense calls (a KV cache's op only)."""
+    attn_combine. More programs (but an fp8 cache's at head dim 128, or 64 paged, and a paged 16-bit cache's up to
+    a wave), pages that are not whole 16-key runs or softcap keep attn_fwd; so do caches whose pages are not one block
+    of rows (a page stride with a gap), and flash_attn's dense calls (a KV cache's op only)."""
     r = scenario(
         fake_driver,
         f"""
@@ -1140,7 +1149,8 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
                  "dtype": bf16, "swizzle": swizzle_128b, "oob_fill": 0}  # fmt: skip
     assert maps == [cache_map, cache_map]
     assert r["b4"][0] == [["attn_decode_tma", [8 * 4, 4, 1]], ["attn_combine", [4 * 32, 1, 1]]]  # 32 programs
-    assert [launch[0] for launch in r["b5"][0]] == ["attn_fwd", "attn_combine"]  # 40 programs: over a quarter of 132
+    # 40 programs, over a quarter of 132: pages of 16 still on attn_decode_tma (up to a wave), 132 // 40 = 3 slices
+    assert r["b5"][0] == [["attn_decode_tma", [8 * 3, 5, 1]], ["attn_combine", [5 * 32, 1, 1]]]
     assert r["page48"][0][0] == ["attn_decode_tma", [8 * 8, 1, 1]]
     launches, maps = r["fp8"]
     assert launches == [["attn_decode_tma", [8 * 8, 1, 1]], ["attn_combine", [32, 1, 1]]]

@@ -269,14 +269,24 @@ static int cache_rows(const attn_problem *p, const xopsaot_tensor *t, xo_tma_des
  * 36). */
 static int few_programs(const attn_problem *p, int sm_count) { return 4 * programs_per_slice(p) <= sm_count; }
 
-/* Whether attn_decode_tma takes a decode step by its programs: where they are few, or at any count from an fp8
- * cache but a contiguous one of head dim 64. On an H100 (GQA 32:8, bf16 queries, TB/s of the cache's bytes, 16 x 4k
- * to 64 x 8k) decoding each copied stage in shared memory beat attn_fwd's e4m3 loads: head dim 128 contiguous
- * 2.16-2.60 -> 2.36-2.77, pages of 16 1.66-2.07 -> 2.21-2.70, chunks of 8-16 queries 0.74-1.12 -> 2.17-2.33; head
- * dim 64 pages of 16 1.33-1.78 -> 1.77-1.96, but contiguous at 64 x 8k 2.34 -> 2.00 (stop 38). */
+/* Whether attn_decode_tma takes a decode step by its programs: where they are few; at any count from an fp8
+ * cache but a contiguous one of head dim 64; and up to one wave from a 16-bit paged cache of head dim 128 whose pages
+ * divide the kernel's blocks of 128 keys (16 to 128 keys), which its loader reads in the order they lie in the pool.
+ * On an H100 (GQA 32:8, bf16 queries, TB/s of the cache's bytes):
+ * - fp8: decoding each copied stage in shared memory beat attn_fwd's e4m3 loads from 16 x 4k to 64 x 8k: head dim
+ *   128 contiguous 2.16-2.60 -> 2.36-2.77, pages of 16 1.66-2.07 -> 2.21-2.70, chunks of 8-16 queries 0.74-1.12 ->
+ *   2.17-2.33; head dim 64 pages of 16 1.33-1.78 -> 1.77-1.96, but contiguous at 64 x 8k 2.34 -> 2.00 (stop 38);
+ * - 16-bit pages shuffled through the pool, pages of 16 / 128: 16 x 4k 2.80 / 2.86-2.89 -> 2.89-2.91 / 2.94-2.95
+ *   (contiguous 3.02), 8 x 8k 2.76 / 2.76-2.78 -> 2.82-2.83 / 2.87-2.88; 1 x 32k, which took this kernel already, 2.53
+ *   / 2.66-2.69 -> 2.66-2.69 / 2.69 with the pool order. Past one wave attn_fwd kept the lead (64 x 8k 3.03 against
+ *   2.97-2.99), and with fewer than 8 blocks to sort (1 x 8k, 2 x 4k) the order lost 6-10% (stop 39). */
+#define POOL_ORDER_MIN_KEYS 2048 /* caches shorter than this give the loader too few blocks to sort (SORT_MIN_BLOCKS) */
 static int decode_tma_programs(const attn_problem *p, int sm_count) {
   const int fp8 = p->k->dtype == XOPSAOT_FLOAT8_E4M3;
-  return few_programs(p, sm_count) || (fp8 && (p->head_dim == 128 || p->block_table));
+  const int pool_order = p->block_table && !fp8 && p->head_dim == 128 && p->page_size <= 128 &&
+                         128 % p->page_size == 0 && p->seqlen_k >= POOL_ORDER_MIN_KEYS &&
+                         programs_per_slice(p) <= sm_count;
+  return few_programs(p, sm_count) || (fp8 && (p->head_dim == 128 || p->block_table)) || pool_order;
 }
 
 /* Hopper's decode from a 16-bit or fp8 KV cache (attn_decode_tma): flash_attn_with_kvcache's call of programs it
