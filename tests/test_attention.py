@@ -497,7 +497,6 @@ def test_decode_tma_stale_slots(request, rng, kv, dtype, dim, page):
     last run of each sequence reaches into the next, or pages of 16, 48 and 256. Cache lengths 1, 17, a 64-key tile
     edge +-1 and the whole cache; GQA 1, 4 and 8 (up to 32 rows per key head); a window; automatic and 3 slices;
     lse against float64. The cache in the queries' dtype or fp8 e4m3 with per-tensor scales (NaN its code 0x7f)."""
-
     request.getfixturevalue("poison")
     batch, hk, capacity = 5, 2, 768 if page else 760
     lengths = np.array([1, 17, 63, 65, capacity], dtype=np.int32)
@@ -544,16 +543,15 @@ POOL_ORDER_CASES = {  # seqlen_q, options
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv", ["16-bit", "fp8"])
-@pytest.mark.parametrize("page", [16, 32, 64, 128])
+@pytest.mark.parametrize("page", [16, 32, 48, 64, 128])
 def test_decode_pages_in_pool_order(request, rng, kv, page):
     """attn_decode_tma's loader takes the pages of the blocks every row sees whole in the order they lie in the pool,
-    128 table entries at a time, after the first three such blocks, where a slice has at least 8 more (16-bit caches;
-    an fp8 cache's keep table order): sequences of up to 6144 keys (several windows of entries and a partial last one
-    at pages of 16, lengths off the block edges, one key), pages of 16 to 128 shuffled through a pool, GQA 4 with 2
-    key heads (few programs: attn_decode_tma on sm_90), automatic slices (too short to sort), one slice (a whole
-    sequence), four, a window whose whole blocks lie mid-sequence, causal chunks of 4 queries in two slices; bf16
-    queries, the cache 16-bit or fp8 with scales, against float64."""
-
+    128 table entries at a time, after the first three such blocks, where a slice has at least 8 more (16-bit caches; an
+    fp8 cache's keep table order): sequences of up to 6144 keys (several windows of entries and a partial last one at
+    pages of 16, lengths off the block edges, one key), pages of 16 to 128 shuffled through a pool (those of 48, which
+    do not divide a block, in table order), GQA 4 with 2 key heads (few programs: attn_decode_tma on sm_90), automatic
+    slices (too short to sort), one slice (a whole sequence), four, a window whose whole blocks lie mid-sequence, causal
+    chunks of 4 queries in two slices; bf16 queries, the cache 16-bit or fp8 with scales, against float64."""
     request.getfixturevalue("poison")
     dtype, batch, hk, group, dim, capacity = "bfloat16", 3, 2, 4, 128, 6144
     lengths = np.array([capacity, int(rng.integers(2000, capacity - 200)) | 1, 1], dtype=np.int32)
