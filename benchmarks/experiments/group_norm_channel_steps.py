@@ -19,12 +19,12 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from group_norm_split import CHUNK, SMS, cdiv, round_up  # noqa: E402
 from run import bench_queued, copy_bandwidth, warm_up_gpu  # noqa: E402
 
 from kernels_src.norm import _group_moments, _write_step, group_norm_stats_kernel  # noqa: E402
 
-SMS = torch.cuda.get_device_properties(0).multi_processor_count
-CHUNK = 4096  # csrc/ops/norm.c's GROUP_CHUNK
 UNHINTED = ["spatial", "channels_per_group", "groups", "has_weight", "has_bias"]
 
 
@@ -77,14 +77,6 @@ def write_kernel(X, W, B, Y, Partials, n_elems, chunk, spatial, channels_per_gro
         else:
             _write_step(X, Y, W, B, s + cols, end, shift, mean_shifted, rstd, first_channel, spatial, has_weight,
                         has_bias, eviction)  # fmt: skip
-
-
-def cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
-def round_up(a: int, b: int) -> int:
-    return cdiv(a, b) * b
 
 
 def splits_of(rows: int, n: int) -> tuple[int, int]:

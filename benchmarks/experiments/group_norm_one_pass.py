@@ -22,11 +22,12 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from group_norm_split import SMS, cdiv  # noqa: E402
 from run import bench_queued, copy_bandwidth, warm_up_gpu  # noqa: E402
 
 from kernels_src.norm import _shifted_sums, _write_chunk  # noqa: E402
 
-SMS = torch.cuda.get_device_properties(0).multi_processor_count
 MAX_SPLITS = 64
 
 
@@ -68,10 +69,6 @@ def one_pass_kernel(X, W, B, Y, Partials, Counters, n_elems, chunk, spatial, cha
     else:
         _write_chunk(X, Y, W, B, start, end, shift, mean_shifted, rstd, first_channel, spatial, has_weight, has_bias,
                      BACKWARD, BLOCK_N, eviction)  # fmt: skip
-
-
-def cdiv(a: int, b: int) -> int:
-    return (a + b - 1) // b
 
 
 SHAPES = [((2, 512, 128, 128), 32), ((1, 512, 128, 128), 32), ((4, 512, 128, 128), 32), ((2, 128, 256, 256), 32),
