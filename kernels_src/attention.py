@@ -19,7 +19,8 @@ hint that head_dim and the strides are multiples of 8 keeps the loads 16 bytes w
 
 On Hopper two Gluon kernels take over where they are faster (csrc/ops/attention.c chooses): prefill whose heads
 sit side by side (_attention_ws.py) and decode steps from a cache (_attention_decode.py): of few programs from a
-16-bit or fp8 cache, of any count from an fp8 one.
+16-bit or fp8 cache, of any count from an fp8 one, and up to a wave from a paged 16-bit one whose pages divide 128
+keys.
 
 A cache may hold fp8 e4m3 (KV = "e4m3", raw bytes): keys and values are decoded to 16-bit floats on load, by the
 target's conversion instructions where it has them (sm_89 and later), else by bit arithmetic (sm_80), and the

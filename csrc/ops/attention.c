@@ -283,9 +283,8 @@ static int few_programs(const attn_problem *p, int sm_count) { return 4 * progra
 #define POOL_ORDER_MIN_KEYS 2048 /* caches shorter than this give the loader too few blocks to sort (SORT_MIN_BLOCKS) */
 static int decode_tma_programs(const attn_problem *p, int sm_count) {
   const int fp8 = p->k->dtype == XOPSAOT_FLOAT8_E4M3;
-  const int pool_order = p->block_table && !fp8 && p->head_dim == 128 && p->page_size <= 128 &&
-                         128 % p->page_size == 0 && p->seqlen_k >= POOL_ORDER_MIN_KEYS &&
-                         programs_per_slice(p) <= sm_count;
+  const int pool_order = p->block_table && !fp8 && p->head_dim == 128 && 128 % p->page_size == 0 &&
+                         p->seqlen_k >= POOL_ORDER_MIN_KEYS && programs_per_slice(p) <= sm_count;
   return few_programs(p, sm_count) || (fp8 && (p->head_dim == 128 || p->block_table)) || pool_order;
 }
 
