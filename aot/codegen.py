@@ -200,7 +200,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                         str(int(bool(md.get("launch_cooperative_grid")))),
                         str(int(bool(md.get("launch_pdl")))),
                         str(md["num_warps"]),
-                        str(md.get("num_ctas", 1)),
+                        str(md.get("num_ctas", 1) * v.config.cluster),
                         str(md["shared"]),
                         str(md.get("global_scratch_size", 0)),
                         str(md.get("global_scratch_align", 1)),
@@ -230,6 +230,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                     "num_warps": md["num_warps"],  # launched: all partitions of a warp-specialized kernel
                     "num_stages": v.config.num_stages,
                     "pdl": bool(md.get("launch_pdl")),
+                    "cluster": md.get("num_ctas", 1) * v.config.cluster,  # programs per thread-block cluster
                     "shared": md["shared"],
                     "symbol": md["name"],
                     "hidden_args": [

@@ -85,12 +85,15 @@ class Variant:
     def aligned_args(self) -> list[str]:
         return [a.name for a in self.kernel.args if a.aligned] if self.aligned else []
 
+    def cluster_suffix(self) -> str:
+        return f"c{self.config.cluster}" if self.config.cluster > 1 else ""
+
     def label(self) -> str:
         parts = [self.kernel.name, self.target.name]
         parts += [v for _, v in self.dtypes]
         parts += [f"{k}={v}" for k, v in self.keys]
         parts += [f"{k}={v}" for k, v in self.config.constexprs.items()]
-        parts += [f"w{self.config.num_warps}s{self.config.num_stages}"]
+        parts += [f"w{self.config.num_warps}s{self.config.num_stages}" + self.cluster_suffix()]
         if self.aligned:
             parts.append("aligned")
         return "/".join(str(p) for p in parts)
@@ -159,12 +162,22 @@ def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Va
                 configs = kernel.configs_for(target, key_values)
                 check_alternates(kernel, configs)
                 check_fallbacks(kernel, configs, alignments)
+                check_clusters(kernel, configs, target)
                 for config in configs:
                     for aligned in alignments:
                         if config.hinted if aligned else config.fallback:
                             variants.append(Variant(kernel, source, target, dtypes, keys, config, aligned))
         check_expressions(kernel, variants[first:])
     return variants
+
+
+def check_clusters(kernel: Kernel, configs: list[Config], target: Target) -> None:
+    """Thread-block clusters exist on CUDA sm_90 and later, of up to 8 programs (portable sizes)."""
+    for config in configs:
+        if config.cluster != 1 and not (target.backend == "cuda" and int(target.arch) >= 90):
+            raise ValueError(f"{kernel.name}: clusters need CUDA sm_90 or later, not {target.name}")
+        if not 1 <= config.cluster <= 8:
+            raise ValueError(f"{kernel.name}: a cluster holds 1 to 8 programs, not {config.cluster}")
 
 
 def check_fallbacks(kernel: Kernel, configs: list[Config], alignments: list[bool]) -> None:

@@ -118,7 +118,11 @@ class Config:
     may declare them.
 
     `maxnreg` caps the registers per thread (ptxas's maxnreg): warp-specialized Gluon kernels need it, since the
-    registers their partitions are given (`gl.warp_specialize`) are shares of it."""
+    registers their partitions are given (`gl.warp_specialize`) are shares of it.
+
+    `cluster` launches the variant in thread-block clusters of that many programs along grid x (CUDA sm_90 and
+    later), which the hardware runs together, so they may wait for one another (a cluster barrier). Each program of
+    the grid expression then runs as `cluster` programs: program_id(0) counts them, grid x times `cluster`."""
 
     constexprs: Mapping[str, Any] = field(default_factory=dict)
     num_warps: int = 4
@@ -128,6 +132,7 @@ class Config:
     fallback: bool = True
     hinted: bool = True
     maxnreg: int | None = None
+    cluster: int = 1
 
 
 ConfigSource = Union[Sequence[Config], Callable[[Target, Mapping[str, Any]], Sequence[Config]]]

@@ -138,6 +138,7 @@ def test_manifest_records_what_a_variant_needs():
             "constexprs",
             "num_warps",
             "num_stages",
+            "cluster",
             "shared",
             "symbol",
             "hidden_args",
