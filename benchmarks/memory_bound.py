@@ -55,8 +55,9 @@ CASES = {  # name -> (ours, torch function, passes over x's bytes: x read once p
 }
 SOFTMAX_FAMILY = ("softmax", "log_softmax", "logsumexp")
 # long rows: softmax_kernel's looping rows, and on Hopper softmax_held_kernel's (at least 4 rows per multiprocessor;
-# 16-bit rows past 114688 columns from 8 rows per multiprocessor)
+# 16-bit rows past 114688 columns from 16) and softmax_cluster_kernel's (rows past 114688 columns, to 262144)
 LONG_ROWS = ((4096, 16384), (4096, 32000), (4096, 50304), (2048, 65536), (1024, 100000), (1024, 128256), (4096, 128256))
+LONG_ROWS += ((1024, 256000),)
 
 
 def main() -> None:
@@ -89,8 +90,10 @@ def main() -> None:
     lines += [
         "",
         "The softmax family on long rows (bf16). On Hopper, softmax and log_softmax over at least 4 rows per",
-        "multiprocessor hold each row in shared memory and read it once (rows of 8193-114688 columns, and to 131072",
-        "from 8 rows per multiprocessor); other long rows are read twice, the second time partly from L2.",
+        "multiprocessor hold each row in shared memory and read it once: rows of 8193-114688 columns a program per",
+        "row (to 131072 from 16 rows per multiprocessor), longer rows a cluster of 4 or 8 programs per row (to 131072",
+        "from 4 rows per multiprocessor, 196608-262144 from one). Other long rows are read twice, the second time",
+        "partly from L2.",
         "",
         *peer_table(results["long_rows"]),
     ]

@@ -32,6 +32,42 @@ def _output(x, mode, safe, log_total, shift, scale):
 
 
 @gluon.jit
+def held_stats(held, cols, n, layout: gl.constexpr):
+    """Each thread's running max and sum of exp(x - max) over its vectors of the first n elements held (steps,
+    vectors, elements), taken as each step lands (its copy group). Each thread keeps a max and a sum of its own,
+    reduced with the others' once by the caller: a max across the program per step, as online_lse_step takes
+    (_lse.py), would stop every warp at two more barriers a step."""
+    STEPS: gl.constexpr = held.type.shape[0]
+    VECTORS: gl.constexpr = held.type.shape[1]
+    CHUNK: gl.constexpr = VECTORS * held.type.shape[2]
+    per_thread: gl.constexpr = gl.SliceLayout(1, layout)
+    m = gl.full([VECTORS], -float("inf"), gl.float32, per_thread)
+    s = gl.zeros([VECTORS], gl.float32, per_thread)
+    for i in gl.static_range(STEPS):
+        async_copy.wait_group(STEPS - 1 - i)
+        if i * CHUNK < n:
+            x = gl.where(i * CHUNK + cols < n, held.index(i).load(layout).to(gl.float32), -float("inf"))
+            m_new = gl.maximum(m, gl.max(x, axis=1))
+            scaled = gl.where(m_new == -float("inf"), 0.0, m_new) * LOG2E
+            s = s * exp2_ftz(m * LOG2E - scaled) + gl.sum(exp2_ftz(x * LOG2E - scaled[:, None]), axis=1)
+            m = m_new
+    return m, s
+
+
+@gluon.jit
+def write_held(held, Y, cols, n, row, layout: gl.constexpr):
+    """Write the outputs of the first n elements held to Y; row = (mode, safe, log_total, shift, scale), _output's."""
+    STEPS: gl.constexpr = held.type.shape[0]
+    CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
+    mode, safe, log_total, shift, scale = row
+    for i in gl.static_range(STEPS):
+        if i * CHUNK < n:
+            c = i * CHUNK + cols
+            y = _output(held.index(i).load(layout).to(gl.float32), mode, safe, log_total, shift, scale)
+            gl.store(Y + c, y.to(Y.dtype.element_ty), mask=c < n)
+
+
+@gluon.jit
 def softmax_held_kernel(
     X, Y, stride_x, stride_y, n_cols, mode, HELD: gl.constexpr, PER_SM: gl.constexpr, TAIL: gl.constexpr = 0,
     PDL: gl.constexpr = False,
@@ -44,10 +80,7 @@ def softmax_held_kernel(
     layout: gl.constexpr = step_layout(dtype, gl.num_warps())
     per_thread: gl.constexpr = gl.SliceLayout(1, layout)
     held = allocate_row(dtype, HELD, layout)
-    STEPS: gl.constexpr = held.type.shape[0]
-    VECTORS: gl.constexpr = held.type.shape[1]
     VEC: gl.constexpr = held.type.shape[2]
-    CHUNK: gl.constexpr = VEC * VECTORS
     cols = step_columns(layout)
     row = gl.program_id(0).to(gl.int64)
     X += row * stride_x
@@ -60,18 +93,7 @@ def softmax_held_kernel(
         t_cols = HELD + gl.arange(0, TAIL // VEC, layout=per_thread)[:, None] * VEC + within
         x_tail = gl.load(X + t_cols, mask=t_cols < n_cols, other=-float("inf"))
 
-    # Each thread keeps a max and a sum of its own and reduces them with the others' once: a max across the program
-    # per step, as online_lse_step takes (_lse.py), would stop every warp at two more barriers a step.
-    m = gl.full([VECTORS], -float("inf"), gl.float32, per_thread)
-    s = gl.zeros([VECTORS], gl.float32, per_thread)
-    for i in gl.static_range(STEPS):
-        async_copy.wait_group(STEPS - 1 - i)
-        if i * CHUNK < n_cols:
-            x = gl.where(i * CHUNK + cols < n_cols, held.index(i).load(layout).to(gl.float32), -float("inf"))
-            m_new = gl.maximum(m, gl.max(x, axis=1))
-            scaled = gl.where(m_new == -float("inf"), 0.0, m_new) * LOG2E
-            s = s * exp2_ftz(m * LOG2E - scaled) + gl.sum(exp2_ftz(x * LOG2E - scaled[:, None]), axis=1)
-            m = m_new
+    m, s = held_stats(held, cols, n_cols, layout)
     row_max = gl.max(m, axis=0)
     if TAIL > 0:
         row_max = gl.maximum(row_max, gl.max(gl.max(x_tail, axis=1), axis=0).to(gl.float32))
@@ -81,12 +103,7 @@ def softmax_held_kernel(
         total += gl.sum(gl.sum(exp2_ftz(x_tail.to(gl.float32) * LOG2E - safe * LOG2E), axis=1), axis=0)
     log_total = gl.log(total)
     scale = 1.0 / total  # a row of -inf: 1 / 0, and its outputs 0 * inf = NaN, as torch's
-    shift = safe * LOG2E
-    for i in gl.static_range(STEPS):
-        if i * CHUNK < n_cols:
-            c = i * CHUNK + cols
-            y = _output(held.index(i).load(layout).to(gl.float32), mode, safe, log_total, shift, scale)
-            gl.store(Y + c, y.to(dtype), mask=c < n_cols)
+    write_held(held, Y, cols, n_cols, (mode, safe, log_total, safe * LOG2E, scale), layout)
     if TAIL > 0:
-        y = _output(x_tail.to(gl.float32), mode, safe, log_total, shift, scale)
+        y = _output(x_tail.to(gl.float32), mode, safe, log_total, safe * LOG2E, scale)
         gl.store(Y + t_cols, y.to(dtype), mask=t_cols < n_cols)

@@ -2,7 +2,9 @@
 whole in registers (softmax and log_softmax also 16385-32768, LONG_ROW_CONFIGS); longer rows take two passes (an
 online max and sum over blocks, then the normalized write), in steps that grow with the row. On Hopper, softmax and
 log_softmax over at least four rows per multiprocessor hold rows of 8193 to 131072 16-bit elements (65536 float32)
-in shared memory instead (softmax_held_kernel, _softmax_held.py; csrc/ops/softmax.c chooses).
+in shared memory instead (softmax_held_kernel, _softmax_held.py), and rows past 224 KB, up to 262144 16-bit elements
+(131072 float32), in the shared memory of a cluster of programs (softmax_cluster_kernel, _softmax_cluster.py);
+csrc/ops/softmax.c chooses.
 logsumexp (LSE) is a variant of its own, with no run-time mode: it only reads, and with the mode's branches the same
 config read at 2.1 TB/s against 2.9 without (4096 x 4096, bf16, H100). Rows of 4096 and 8192 take half the warps of
 the norms' configs: more rows in flight per SM (logsumexp 3.4 against 2.9 TB/s at 4096 columns; softmax 3.0 against
@@ -15,6 +17,7 @@ from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, i32, i64, is_hopper, 
 from kernels_src._lse import LOG2E, exp2_ftz, online_lse_step
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._rows import ELEMENT_BYTES, LONG_LOOP_CONFIGS, row_configs
+from kernels_src._softmax_cluster import softmax_cluster_kernel
 from kernels_src._softmax_held import softmax_held_kernel
 
 SOFTMAX_ROW_BLOCKS = [(256, 2), (1024, 4), (4096, 4), (8192, 8)]  # (BLOCK_N, num_warps)
@@ -114,20 +117,16 @@ def softmax_configs(target, keys) -> list[Config]:
 
 
 REGISTER_ROW = 8192  # rows up to this long stay in softmax_kernel's registers (csrc/ops/softmax.c)
-# The config with a tail in registers against the loop, on an H100 (softmax / log_softmax TB/s; softmax_tail_rows.py,
-# h100-2026-11-26-experiments.md, stop 31; both with ex2.approx.ftz): float32 rows of 65536 level from 528 rows up
-# (2.51-2.93; the loop's exponentials had cost it 20-30% before), 16-bit ones lose at 528 rows (bf16 x 128256: 2.46 /
-# 2.57 -> 2.11-2.22 / 2.33-2.35) and gain 2-4% from 1056 (1056: 2.60 / 2.62 -> 2.65 / 2.67, 1584: 2.65 / 2.67 -> 2.76
-# / 2.77); at 1024 rows bf16 x 131072 lost 1-2% (why fewer rows lose is not measured). 16-bit rows take it from
-# TAIL_ROWS_PER_SM rows per multiprocessor.
-TAIL_ROWS_PER_SM = 8
 
 
 def held_configs(target: Target, keys) -> list[Config]:
     """softmax_held_kernel: rows of up to 32 KB six programs to a multiprocessor, 64 KB three, 112 KB two and 224 KB
     one, then 224 KB with two more 16-byte vectors per thread in registers (16-bit rows of up to 131072 elements,
-    float32 of up to 65536; 16-bit ones from TAIL_ROWS_PER_SM rows per multiprocessor); a step is one 16-byte vector
-    per thread. Only rows past REGISTER_ROW come here (float32 has no 32 KB config)."""
+    float32 of up to 65536); a step is one 16-byte vector per thread. Only rows past REGISTER_ROW come here (float32
+    has no 32 KB config), and rows past 224 KB only from 16 rows per multiprocessor (csrc/ops/softmax.c): the tail in
+    registers against the loop, on an H100 (softmax / log_softmax TB/s; softmax_tail_rows.py,
+    h100-2026-11-26-experiments.md, stop 31): bf16 x 128256 lost at 528 rows (2.46 / 2.57 -> 2.11-2.22 / 2.33-2.35)
+    and gained 2-4% from 1056; softmax_cluster_kernel reads faster up to 16 rows per multiprocessor (stop 40)."""
     size = ELEMENT_BYTES[keys["T"]]
     configs = []
     for kb, per_sm, warps in ((32, 6, 8), (64, 3, 16), (112, 2, 16), (224, 1, 32)):
@@ -136,13 +135,30 @@ def held_configs(target: Target, keys) -> list[Config]:
             configs.append(Config({"HELD": held, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
                                   when=f"n_cols <= {held}"))  # fmt: skip
     held, tail = 224 * 1024 // size, 2 * 16 * 32 * 32 // size
-    rows = "" if size == 4 else f" && n_rows >= {TAIL_ROWS_PER_SM} * NUM_SMS"
     configs.append(Config({"HELD": held, "PER_SM": 1, "TAIL": tail}, num_warps=32, num_stages=1,
-                          when=f"n_cols <= {held + tail}{rows}"))  # fmt: skip
+                          when=f"n_cols <= {held + tail}"))  # fmt: skip
     return configs
 
 
-# What both kernels take: a program per row of x (at X + row * stride_x) and of the output (at Y + row * stride_y).
+def cluster_configs(target: Target, keys) -> list[Config]:
+    """softmax_cluster_kernel: clusters of 4 and 8 programs per row, each holding a share of up to 64 KB (three
+    programs to a multiprocessor): 16-bit rows of up to 131072 and 262144 elements, float32 of up to 65536 and
+    131072. Smaller shares pay the cluster's two barriers for less: rows that fit one program read slower so (bf16
+    4096 x 32000: 2.96 -> 1.66 TB/s, h100-2026-11-27-experiments.md, stop 40); csrc/ops/softmax.c sends longer ones."""
+    held = 64 * 1024 // ELEMENT_BYTES[keys["T"]]
+    return [
+        Config(
+            {"HELD": held, "PER_SM": 3, "CLUSTER": c},
+            num_warps=16,
+            num_stages=1,
+            cluster=c,
+            when=f"n_cols <= {held * c}",
+        )
+        for c in (4, 8)
+    ]
+
+
+# What the kernels take: a program per row of x (at X + row * stride_x) and of the output (at Y + row * stride_y).
 ROW_LAUNCH = dict(
     args=[
         ptr("X", "T"),
@@ -156,6 +172,12 @@ ROW_LAUNCH = dict(
     grid=["n_rows", "1", "1"],
 )
 
+# Hopper's kernels that hold rows in shared memory: softmax and log_softmax (the run-time mode), rows whose length
+# and strides are whole 16-byte vectors
+HOPPER_ROWS = dict(
+    op="softmax", keys={"T": ["fp16", "bf16", "fp32"]}, aligned=ALIGNED_ONLY, targets=is_hopper, **ROW_LAUNCH
+)
+
 KERNELS = [
     Kernel(
         fn=softmax_kernel,
@@ -164,13 +186,6 @@ KERNELS = [
         configs=softmax_configs,
         **ROW_LAUNCH,
     ),
-    Kernel(
-        fn=softmax_held_kernel,
-        op="softmax",
-        keys={"T": ["fp16", "bf16", "fp32"]},
-        configs=held_configs,
-        aligned=ALIGNED_ONLY,
-        targets=is_hopper,
-        **ROW_LAUNCH,
-    ),
+    Kernel(fn=softmax_held_kernel, configs=held_configs, **HOPPER_ROWS),
+    Kernel(fn=softmax_cluster_kernel, configs=cluster_configs, **HOPPER_ROWS),
 ]

@@ -152,6 +152,18 @@ def test_manifest_records_what_a_variant_needs():
     assert _library.library().xopsaot_variant_count() == len(MANIFEST["variants"])
 
 
+def test_only_cluster_kernels_launch_in_clusters():
+    """A variant launched in thread-block clusters (aot.spec.Config.cluster) is a Hopper softmax_cluster_kernel one,
+    whose CLUSTER programs per row make one cluster; every other variant launches plain programs."""
+    clustered = [v for v in MANIFEST["variants"] if v["cluster"] != 1]
+    for v in MANIFEST["variants"]:
+        if v["kernel"] == "softmax_cluster_kernel":
+            assert v["cluster"] == v["constexprs"]["CLUSTER"] in (4, 8) and v["arch"] == "sm_90a", v["label"]
+        else:
+            assert v["cluster"] == 1, v["label"]
+    assert clustered or not any(a.startswith("sm_90") for a in MANIFEST["archs"])
+
+
 def test_host_descriptor_variants_record_their_encoding():
     """The Hopper prefill kernels' host descriptors: attn_fwd_ws_dense's three 3-D ones (boxes of one batch
     element), attn_fwd_ws's 2-D query and key ones; rows of at most 128 bytes (the 128-byte swizzle's limit: wider

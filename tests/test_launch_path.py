@@ -82,7 +82,7 @@ def launches():
         v = BY_ADDRESS[l.image]
         out.append({"kernel": l.name.decode(), "grid": list(l.grid), "block": list(l.block), "smem": l.smem,
                     "stream": l.stream or 0, "ctx": l.ctx_id, "params": list(l.params[:l.nparams]),
-                    "pdl": l.pdl, "variant": v})
+                    "pdl": l.pdl, "cluster": l.cluster, "variant": v})
     return out
 
 def tensor_maps():
@@ -1363,10 +1363,20 @@ def test_scan_launches(fake_driver):
 
 
 def row_choice(launch) -> tuple:
-    """A row kernel's launch as (path, rows, threads, ...): a held kernel's HELD, PER_SM and TAIL (0 without one),
-    or the registers' or the loop's BLOCK_N."""
+    """A row kernel's launch as (path, rows, threads, ...): a held kernel's HELD, PER_SM and TAIL (0 without one), a
+    cluster kernel's HELD, CLUSTER and the cluster it was launched in (its rows: programs over CLUSTER), or the
+    registers' or the loop's BLOCK_N."""
     constexprs = launch["variant"]["constexprs"]
     rows, threads = launch["grid"][0], launch["block"][0]
+    if launch["kernel"].endswith("_cluster_kernel"):
+        return (
+            "cluster",
+            rows // constexprs["CLUSTER"],
+            threads,
+            constexprs["HELD"],
+            constexprs["CLUSTER"],
+            launch["cluster"],
+        )
     if launch["kernel"].endswith("_held_kernel"):
         return "held", rows, threads, constexprs["HELD"], constexprs["PER_SM"], constexprs.get("TAIL", 0)
     return "loop" if constexprs["LOOP"] else "registers", rows, threads, constexprs["BLOCK_N"]
@@ -1399,7 +1409,10 @@ def test_row_reduction_launches(fake_driver):
                                (2, 131072, "bfloat16"), (528, 8208, "bfloat16"), (528, 40000, "float16"),
                                (527, 40000, "bfloat16"), (600, 57360, "bfloat16"), (1056, 131072, "bfloat16"),
                                (1055, 131072, "bfloat16"), (528, 8208, "float32"), (528, 65536, "float32"),
-                               (528, 40008, "bfloat16")):
+                               (528, 40008, "bfloat16"), (2112, 131072, "bfloat16"), (2111, 131072, "bfloat16"),
+                               (527, 131072, "bfloat16"), (132, 196592, "bfloat16"), (132, 196608, "bfloat16"),
+                               (131, 262144, "bfloat16"), (132, 262160, "float16"), (2112, 65536, "float32"),
+                               (132, 131072, "float32")):
             _library.call("xopsaot_softmax_family", (tensor((rows, n), dtype, {A}),
                                                      tensor((rows, n), dtype, {B})), 1, 0)
         _library.call("xopsaot_softmax_family", (tensor((528, 40000), "bfloat16", {A}),
@@ -1418,10 +1431,13 @@ def test_row_reduction_launches(fake_driver):
 
     # softmax rows of 16385-32768 held whole in registers by 32 warps, longer ones in steps of 8192 (16 warps), from
     # 73728 of 16384 (32 warps). On Hopper, with at least 4 rows per multiprocessor (528), softmax_held_kernel holds
-    # rows of 8193-131072 16-bit elements (65536 float32) in shared memory, a program per row: 32 KB 8 warps, 64 KB 16,
-    # 112 KB 16, 224 KB 32, and 224 KB with 8192 float32 elements in registers, or 16384 16-bit ones from 8 rows per
-    # multiprocessor (1056). Other rows, and those that miss the hints (40008 is not a whole number of 16-element
-    # vectors), loop; logsumexp keeps its configs.
+    # rows of 8193-114688 16-bit elements (57344 float32) in shared memory, a program per row: 32 KB 8 warps, 64 KB 16,
+    # 112 KB 16, 224 KB 32; from 16 rows per multiprocessor (2112) also rows past 224 KB, with 16384 16-bit elements
+    # (8192 float32) in registers. Rows past 224 KB go to softmax_cluster_kernel instead, 16 warps a program holding
+    # 64 KB, in clusters of 4 (up to 131072 16-bit elements, 65536 float32) from 4 up to 16 rows per multiprocessor,
+    # and of 8 (262144, 131072) from one where each program's share is at least 48 KB (from 196608 16-bit elements).
+    # Other rows, and those that miss the hints (40008 is not a whole number of 16-element vectors), loop; logsumexp
+    # keeps its configs.
     assert [row_choice(v) for v in long_rows] == [
         ("registers", 2, 1024, 32768),
         ("loop", 2, 512, 8192),
@@ -1431,13 +1447,23 @@ def test_row_reduction_launches(fake_driver):
         ("held", 528, 512, 57344, 2, 0),
         ("loop", 527, 512, 8192),
         ("held", 600, 1024, 114688, 1, 0),
-        ("held", 1056, 1024, 114688, 1, 16384),
-        ("loop", 1055, 1024, 16384),
+        ("cluster", 1056, 512, 32768, 4, 4),
+        ("cluster", 1055, 512, 32768, 4, 4),
         ("held", 528, 512, 16384, 3, 0),
-        ("held", 528, 1024, 57344, 1, 8192),
+        ("cluster", 528, 512, 16384, 4, 4),
         ("loop", 528, 256, 4096),
+        ("held", 2112, 1024, 114688, 1, 16384),
+        ("cluster", 2111, 512, 32768, 4, 4),
+        ("loop", 527, 1024, 16384),
+        ("loop", 132, 1024, 16384),
+        ("cluster", 132, 512, 32768, 8, 8),
+        ("loop", 131, 1024, 16384),
+        ("loop", 132, 1024, 16384),
+        ("held", 2112, 1024, 57344, 1, 8192),
+        ("cluster", 132, 512, 16384, 8, 8),
     ]
     assert decode(long_rows[7]["params"], "softmax_held_kernel")[2:6] == [57360, 57360, 57360, 1]
+    assert decode(long_rows[17]["params"], "softmax_cluster_kernel")[2:6] == [196608, 196608, 196608, 1]
     assert long_lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and long_lse["variant"]["constexprs"]["LOOP"]
     assert lse["variant"]["keys"] == {"LSE": True} and soft["variant"]["keys"] == {"LSE": False}
     assert lse["variant"]["constexprs"]["BLOCK_N"] == 4096 and not lse["variant"]["constexprs"]["LOOP"]

@@ -1,7 +1,7 @@
 """The softmax family (softmax, log_softmax, logsumexp) against float64 references, on the CPU path (NumPy) and on
 the GPU (marker gpu, outputs poisoned with NaN): every dtype, any dim, lengths at the kernels' block edges and past
-the looping threshold (100k+), Hopper's rows held in shared memory (each config's capacity and one vector past it),
-keepdim, rows of -inf and empty dims (torch's results), views, bad input."""
+the looping threshold (100k+), Hopper's rows held in shared memory by a program or a cluster of programs (each
+config's capacity and one vector past it), keepdim, rows of -inf and empty dims (torch's results), views, bad input."""
 
 from __future__ import annotations
 
@@ -61,22 +61,29 @@ def test_softmax_family(request, rng, where, kind):
             assert_close(host(out), family64(view, view.ndim - 1, kind), dtype, f"{kind} {what}", floor=1.0)
 
 
-# Hopper's softmax_held_kernel: each config's capacity and one 16-byte vector past it (16-bit rows of 16384 are the
-# 32 KB config's; 114704-131072 the 224 KB one's with its tail in registers, which 16-bit rows take from 8 rows per
-# multiprocessor; 131088 loops), over the rows per multiprocessor each needs
-HELD_LENGTHS = {
-    "float16": ((8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 8), (131072, 8), (131088, 4)),
-    "bfloat16": ((8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 8), (131072, 8), (131088, 4)),
-    "float32": ((8208, 4), (16400, 4), (28688, 4), (57360, 4), (65536, 4), (65552, 4)),
-}
+# Hopper's softmax_held_kernel and softmax_cluster_kernel: each config's capacity and one 16-byte vector past it, over
+# the rows per multiprocessor each needs. 16-bit rows of 16384 are the 32 KB config's; 114704-131072 (past 224 KB)
+# take the held kernel's tail in registers from 16 rows per multiprocessor, clusters of 4 from 4 rows; 196608-262144
+# clusters of 8 from one row (shares of 48 KB or more); 131088 and 262160 loop. Float32 rows of 57360-65536, and
+# 98320-131072, alike.
+SIXTEEN_BIT = (
+    (8208, 4), (16384, 4), (16400, 4), (32784, 4), (57360, 4), (114704, 16), (131072, 16), (114704, 4), (131072, 8),
+    (131088, 1), (196624, 1), (262144, 1), (262160, 1),
+)  # fmt: skip
+FLOAT32 = (
+    (8208, 4), (16400, 4), (28688, 4), (57360, 16), (65536, 16), (57360, 4), (65536, 4), (65552, 1), (98320, 1),
+    (131072, 1), (131088, 1),
+)  # fmt: skip
+HELD_LENGTHS = {"float16": SIXTEEN_BIT, "bfloat16": SIXTEEN_BIT, "float32": FLOAT32}
 
 
 @pytest.mark.gpu
 def test_held_rows(rng, poison):
-    """Rows of 8193-131072 16-bit elements (65536 float32), at least four per multiprocessor (eight for 16-bit rows
-    past 114688), take Hopper's softmax_held_kernel (softmax_kernel elsewhere): every length above, rows a stride
-    apart, a row of -inf (NaN out) and one whose first half is -inf (its max comes late). Every output is checked
-    written (poisoned with NaN); 24 rows, the -inf ones among them, against float64."""
+    """Rows of 8193-262144 16-bit elements (131072 float32) take Hopper's softmax_held_kernel (a program per row) or
+    softmax_cluster_kernel (a cluster of programs per row) where csrc/ops/softmax.c sends them, softmax_kernel
+    elsewhere: every length above, rows a stride apart, a row of -inf (NaN out) and one whose first half is -inf (its
+    max comes late, in another program of a cluster). Every output is checked written (poisoned with NaN); 24 rows,
+    the -inf ones among them, against float64."""
     torch = pytest.importorskip("torch")
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     for dtype, lengths in HELD_LENGTHS.items():
@@ -141,7 +148,7 @@ def test_softmax_family_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_softmax_variant_was_checked():
-    """After the tests above (file order): each softmax_kernel and softmax_held_kernel variant compiled for this GPU
-    ran."""
-    missing = unexercised({"softmax_kernel", "softmax_held_kernel"}, GPU_USED)
+    """After the tests above (file order): each softmax_kernel, softmax_held_kernel and softmax_cluster_kernel variant
+    compiled for this GPU ran."""
+    missing = unexercised({"softmax_kernel", "softmax_held_kernel", "softmax_cluster_kernel"}, GPU_USED)
     assert not missing, f"softmax variants never exercised: {missing}"

@@ -8,9 +8,10 @@ logsumexp on rows of 50k-128k), rotary (apply_rotary and rotary_qk), held_rows (
 rows held whole, bf16 and fp32, and norm_gate with the gate after the norm), scans (cumsum and logcumsumexp, first,
 middle and last dims), strided (x.T + y, and x * y with x's heads permuted), group_norm_held (unsplit groups of
 32768, x the same or rotated past L2), held_softmax (softmax and log_softmax around softmax_held_kernel's rows),
-held_pairs (the norms with a residual or a gate on rows past 32768 elements), decode_linear (linear and gate_linear
-on one and two rows against weights of 4096 to 128256 rows), fused_linear (linear with bias, gelu_tanh and residual,
-and plain, at 4096^3 and 8192^3 under sustained load); all of them when none is named.
+cluster_softmax (the same around softmax_cluster_kernel's), held_pairs (the norms with a residual or a gate on rows
+past 32768 elements), decode_linear (linear and gate_linear on one and two rows against weights of 4096 to 128256
+rows), fused_linear (linear with bias, gelu_tanh and residual, and plain, at 4096^3 and 8192^3 under sustained
+load); all of them when none is named.
 
     python3 benchmarks/experiments/wheel_ab.py LABEL [GROUP ...]
 """
@@ -179,6 +180,19 @@ def vocab_rows(label: str) -> None:
         line(label, "logsumexp", shape, "tbps", nbytes / 2 / ours / 1e9, nbytes / 2 / eager / 1e9)  # x read once
 
 
+def softmax_lines(label: str, cases) -> None:
+    """softmax and log_softmax on each (shape, dtype), against torch eager's."""
+    for shape, dtype in cases:
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        nbytes = 2 * x.numel() * x.element_size()
+        for name, ours, eager in (
+            ("softmax", lambda: xopsaot.softmax(x, -1), lambda: torch.softmax(x, -1)),
+            ("log_softmax", lambda: xopsaot.log_softmax(x, -1), lambda: torch.log_softmax(x, -1)),
+        ):
+            op = name if dtype == torch.bfloat16 else f"{name} fp32"
+            line(label, op, shape, "tbps", nbytes / bench_queued(ours) / 1e9, nbytes / bench_queued(eager) / 1e9)
+
+
 def held_softmax(label: str) -> None:
     """softmax and log_softmax where Hopper's softmax_held_kernel serves or borders: vocabulary rows (bf16), fewer
     rows than a wave, float32, rows of 16k-32k (held in registers) and one of 131072 (looping)."""
@@ -198,15 +212,20 @@ def held_softmax(label: str) -> None:
     cases += [((2048, 65536), torch.float32)]
     # rows held in registers (softmax_kernel)
     cases += [((4096, 4096), torch.bfloat16), ((16384, 8192), torch.bfloat16), ((16384, 1000), torch.bfloat16)]
-    for shape, dtype in cases:
-        x = torch.randn(shape, device="cuda", dtype=dtype)
-        nbytes = 2 * x.numel() * x.element_size()
-        for name, ours, eager in (
-            ("softmax", lambda: xopsaot.softmax(x, -1), lambda: torch.softmax(x, -1)),
-            ("log_softmax", lambda: xopsaot.log_softmax(x, -1), lambda: torch.log_softmax(x, -1)),
-        ):
-            op = name if dtype == torch.bfloat16 else f"{name} fp32"
-            line(label, op, shape, "tbps", nbytes / bench_queued(ours) / 1e9, nbytes / bench_queued(eager) / 1e9)
+    softmax_lines(label, cases)
+
+
+def cluster_softmax(label: str) -> None:
+    """softmax and log_softmax on rows past softmax_held_kernel's shared memory (16-bit rows past 114688 elements,
+    float32 past 57344), where softmax_cluster_kernel serves or borders: row counts either side of its thresholds
+    (4 and 16 rows per multiprocessor where the held kernel's register tail reaches, one past it) and its reach."""
+    cases = [((rows, 128256), torch.bfloat16) for rows in (132, 264, 528, 1024, 1584, 2111, 2112, 4096)]
+    cases += [((1024, 120000), torch.bfloat16), ((132, 140000), torch.bfloat16), ((1024, 140000), torch.bfloat16)]
+    cases += [((1024, 200000), torch.bfloat16), ((528, 262144), torch.bfloat16), ((131, 256000), torch.bfloat16)]
+    cases += [((rows, 256000), torch.bfloat16) for rows in (132, 1024, 2048)]
+    cases += [((rows, 65536), torch.float32) for rows in (264, 528, 1024, 2112)]
+    cases += [((512, 100000), torch.float32), ((132, 131072), torch.float32), ((512, 131072), torch.float32)]
+    softmax_lines(label, cases)
 
 
 def rotary(label: str) -> None:
@@ -323,6 +342,7 @@ GROUPS["held_rows"] = held_rows
 GROUPS["strided"] = strided
 GROUPS["group_norm_held"] = group_norm_held
 GROUPS["held_softmax"] = held_softmax
+GROUPS["cluster_softmax"] = cluster_softmax
 GROUPS["held_pairs"] = held_pairs
 GROUPS["decode_linear"] = decode_linear
 GROUPS["fused_linear"] = fused_linear
