@@ -10,15 +10,15 @@
  * multiprocessor its programs load, reduce and store in lockstep with nothing to overlap, and the loop wins: 132 x
  * 100000 1.92 against 2.49, 264 x 50304 2.27 against 2.69; 528 rows of either length gained 1-7%
  * (h100-2026-11-26-experiments.md, stop 31).
- * Rows past HELD_BYTES, which take one program per multiprocessor there, go to softmax_cluster_kernel instead: a
- * cluster of 4 or 8 programs per row, each holding a share of up to 64 KB, three to a multiprocessor (rows of up to
- * 262144 16-bit elements, 131072 float32). It takes the rows of the held kernel's register tail from
- * CLUSTER_ROWS_PER_SM up to TAIL_ROWS_PER_SM rows per multiprocessor, where the held kernel's tail (from
- * TAIL_ROWS_PER_SM) and the loop (below CLUSTER_ROWS_PER_SM) read faster (H100, bf16 x 128256, softmax / log_softmax
- * TB/s: 1024 rows 2.65 / 2.66 -> 2.74 / 2.81, 132 rows level with the loop only below 4 per multiprocessor), and
- * rows past the held kernel's reach from one row per multiprocessor, where its shares hold at least
- * CLUSTER_SHARE_BYTES (bf16 x 256000: 2.06-2.19 -> 2.44-2.82; float32 512 x 131072: 2.19 -> 2.83; shares of 35 KB,
- * bf16 x 140000, read 10-17% below the loop; h100-2026-11-27-experiments.md, stop 40).
+ * Rows past HELD_BYTES, which the held kernel takes one program per multiprocessor, go to softmax_cluster_kernel
+ * instead: a cluster of 4 or 8 programs per row, each holding a share of up to 64 KB, three to a multiprocessor (rows
+ * of up to 262144 16-bit elements, 131072 float32). It takes
+ * - rows of the held kernel's register tail from CLUSTER_ROWS_PER_SM up to TAIL_ROWS_PER_SM rows per multiprocessor
+ *   (H100, bf16 x 128256, softmax / log_softmax TB/s: 1024 rows 2.65 / 2.66 -> 2.74 / 2.81); the loop reads faster
+ *   below (132 rows: 2.50 against 2.18), the held kernel's tail as fast from TAIL_ROWS_PER_SM (2112 rows: 2.82);
+ * - rows past the held kernel's reach from one row per multiprocessor where each share holds at least
+ *   CLUSTER_SHARE_BYTES (bf16 x 256000: 2.06-2.19 -> 2.44-2.82; float32 512 x 131072: 2.19 -> 2.83); shares of
+ *   35 KB (bf16 x 140000) read 10-17% below the loop (h100-2026-11-27-experiments.md, stop 40).
  * The kernels take the same arguments (kernels_src/softmax.py's ROW_LAUNCH), so one struct serves them all; the
  * other kernels' one key is the first. */
 #define REGISTER_ROW 8192
