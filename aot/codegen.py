@@ -174,6 +174,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
             exact = int(v.target.backend == "cuda" and v.target.arch >= 90)
             arch_name = v.target.name + ("a" if exact else "")
             when = predicates.get(v.config.when, "NULL") if v.config.when else "NULL"
+            ctas = md.get("num_ctas", 1) * v.config.cluster  # programs per thread-block cluster
             tma = "NULL"
             if any(a.is_descriptor for a in kernel.args):
                 tma = f"{k}_tma{index - first}"
@@ -200,7 +201,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                         str(int(bool(md.get("launch_cooperative_grid")))),
                         str(int(bool(md.get("launch_pdl")))),
                         str(md["num_warps"]),
-                        str(md.get("num_ctas", 1) * v.config.cluster),
+                        str(ctas),
                         str(md["shared"]),
                         str(md.get("global_scratch_size", 0)),
                         str(md.get("global_scratch_align", 1)),
@@ -230,7 +231,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                     "num_warps": md["num_warps"],  # launched: all partitions of a warp-specialized kernel
                     "num_stages": v.config.num_stages,
                     "pdl": bool(md.get("launch_pdl")),
-                    "cluster": md.get("num_ctas", 1) * v.config.cluster,  # programs per thread-block cluster
+                    "cluster": ctas,
                     "shared": md["shared"],
                     "symbol": md["name"],
                     "hidden_args": [
