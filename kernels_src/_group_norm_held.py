@@ -13,6 +13,70 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.language.extra.cuda import gdc_wait
 
+from kernels_src._held_rows import step_layout
+
+
+@gluon.jit
+def copy_group(held, X, n):
+    """Start the copies of the n elements at X into held (steps, vectors, elements), one copy group per step, so
+    the sums can start on the first step while the later ones land."""
+    STEPS: gl.constexpr = held.type.shape[0]
+    ROWS: gl.constexpr = held.type.shape[1]
+    VEC: gl.constexpr = held.type.shape[2]
+    layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
+    vectors = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)) * VEC
+    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
+    for i in gl.static_range(STEPS):
+        cols = i * ROWS * VEC + vectors[:, None] + within[None, :]
+        if i * ROWS * VEC < n:
+            async_copy.async_load(held.index(i), X + cols, mask=cols < n)
+        async_copy.commit_group()
+
+
+@gluon.jit
+def group_sums(held, n, shift):
+    """The sums of x - shift and of their squares over the n elements copied into held (copy_group), each step as it
+    lands: each thread reads back the elements it copied (the same layout), so its own wait_group orders them."""
+    STEPS: gl.constexpr = held.type.shape[0]
+    ROWS: gl.constexpr = held.type.shape[1]
+    VEC: gl.constexpr = held.type.shape[2]
+    layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
+    vectors = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)) * VEC
+    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
+    total = gl.zeros([ROWS, VEC], gl.float32, layout)
+    squares = gl.zeros([ROWS, VEC], gl.float32, layout)
+    for i in gl.static_range(STEPS):
+        async_copy.wait_group(STEPS - 1 - i)
+        if i * ROWS * VEC < n:
+            cols = i * ROWS * VEC + vectors[:, None] + within[None, :]
+            d = gl.where(cols < n, held.index(i).load(layout).to(gl.float32) - shift, 0.0)
+            total += d
+            squares += d * d
+    return gl.sum(gl.sum(total, 1), 0), gl.sum(gl.sum(squares, 1), 0)
+
+
+@gluon.jit
+def write_group(held, Y, W, B, n, first, first_channel, spatial, mean, rstd, has_weight, has_bias):
+    """Write the n elements held (the group's from its element `first`, whose channels count from first_channel) to
+    Y, normalized by mean and rstd, then scaled and shifted per channel."""
+    STEPS: gl.constexpr = held.type.shape[0]
+    ROWS: gl.constexpr = held.type.shape[1]
+    VEC: gl.constexpr = held.type.shape[2]
+    layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
+    vectors = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)) * VEC
+    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
+    for i in gl.static_range(STEPS):
+        if i * ROWS * VEC < n:
+            starts = i * ROWS * VEC + vectors
+            cols = starts[:, None] + within[None, :]
+            y = (held.index(i).load(layout).to(gl.float32) - mean) * rstd
+            channel = first_channel + (first + starts) // spatial  # one division per vector
+            if has_weight != 0:
+                y = y * gl.load(W + channel, mask=starts < n, other=0.0).to(gl.float32)[:, None]
+            if has_bias != 0:
+                y = y + gl.load(B + channel, mask=starts < n, other=0.0).to(gl.float32)[:, None]
+            gl.store(Y + cols, y.to(held.dtype), mask=cols < n)
+
 
 @gluon.jit
 def group_norm_held_kernel(
@@ -21,50 +85,21 @@ def group_norm_held_kernel(
 ):  # fmt: skip
     dtype: gl.constexpr = X.dtype.element_ty
     VEC: gl.constexpr = 128 // dtype.primitive_bitwidth  # elements per 16-byte copy
-    ROWS: gl.constexpr = CHUNK // VEC
-    STEPS: gl.constexpr = HELD // CHUNK
-    layout: gl.constexpr = gl.BlockedLayout([1, VEC], [32, 1], [gl.num_warps(), 1], [1, 0])
-    held = gl.allocate_shared_memory(dtype, [STEPS, ROWS, VEC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    held = gl.allocate_shared_memory(
+        dtype, [HELD // CHUNK, CHUNK // VEC, VEC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    )
     row = gl.program_id(0)
     base = row.to(gl.int64) * n_elems
-    vectors = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)) * VEC
-    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
     if PDL:
         gdc_wait()
-    # one copy group per step, so the sums can start on the first step while the later ones land
-    for i in gl.static_range(STEPS):
-        cols = i * CHUNK + vectors[:, None] + within[None, :]
-        if i * CHUNK < n_elems:
-            async_copy.async_load(held.index(i), X + base + cols, mask=cols < n_elems)
-        async_copy.commit_group()
-
-    # each thread reads back the elements it copied (the same layout), so its own wait_group orders them; sums of
-    # x - shift and of their squares as each step lands (shift: the group's first element, as group_norm_kernel's
-    # looping sums take it, so that the variance is no difference of large sums)
+    copy_group(held, X + base, n_elems)
+    # shift: the group's first element, as group_norm_kernel's looping sums take it, so that the variance is no
+    # difference of large sums
     shift = gl.load(X + base).to(gl.float32)
-    total = gl.zeros([ROWS, VEC], gl.float32, layout)
-    squares = gl.zeros([ROWS, VEC], gl.float32, layout)
-    for i in gl.static_range(STEPS):
-        async_copy.wait_group(STEPS - 1 - i)
-        if i * CHUNK < n_elems:
-            cols = i * CHUNK + vectors[:, None] + within[None, :]
-            d = gl.where(cols < n_elems, held.index(i).load(layout).to(gl.float32) - shift, 0.0)
-            total += d
-            squares += d * d
-    mean_shifted = gl.sum(gl.sum(total, 1), 0) / n_elems
-    var = gl.maximum(gl.sum(gl.sum(squares, 1), 0) / n_elems - mean_shifted * mean_shifted, 0.0)
+    total, squares = group_sums(held, n_elems, shift)
+    mean_shifted = total / n_elems
+    var = gl.maximum(squares / n_elems - mean_shifted * mean_shifted, 0.0)
     mean = shift + mean_shifted
     rstd = gl.rsqrt(var + eps)
-
     first_channel = (row % groups) * channels_per_group
-    for i in gl.static_range(STEPS):
-        if i * CHUNK < n_elems:
-            starts = i * CHUNK + vectors
-            cols = starts[:, None] + within[None, :]
-            y = (held.index(i).load(layout).to(gl.float32) - mean) * rstd
-            channel = first_channel + starts // spatial  # one division per vector
-            if has_weight != 0:
-                y = y * gl.load(W + channel, mask=starts < n_elems, other=0.0).to(gl.float32)[:, None]
-            if has_bias != 0:
-                y = y + gl.load(B + channel, mask=starts < n_elems, other=0.0).to(gl.float32)[:, None]
-            gl.store(Y + base + cols, y.to(dtype), mask=cols < n_elems)
+    write_group(held, Y + base, W, B, n_elems, 0, first_channel, spatial, mean, rstd, has_weight, has_bias)

@@ -12,6 +12,11 @@ the norm is needed only by the output's pass: its first RING steps are copied af
 stream through the ring as the output is written; or, where a config makes the ring as long as the row, both rows
 are copied whole, step by step together.
 
+With CLUSTER > 1 the programs of a thread-block cluster (aot.spec.Config.cluster) share a row: each holds a share of
+whole vectors as above, and they merge their shares' moments through the output before normalizing
+(_cluster_moments, as softmax_cluster_kernel merges its partials), so rows past one multiprocessor's shared memory are
+still read once.
+
 Semantics are otherwise row_norm_kernel's (norm.py): a layer norm centres on the row's mean; then (offset + w) and b,
 and act(gate) when it comes after. The C side sends only rows whose length and strides are multiples of the 16-byte
 vector."""
@@ -22,6 +27,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.language.extra.cuda import gdc_wait
 
+from kernels_src._cluster import cluster_barrier
 from kernels_src._held_rows import allocate_row, copy_step, copy_steps, step_columns, step_layout
 from kernels_src._lse import LOG2E, exp2_ftz
 from kernels_src._rows import norm_rows
@@ -119,14 +125,35 @@ def _sums_of_pairs(x_held, ring, X, Second, H, cols, n_cols, layer, gate_silu, H
 
 
 @gluon.jit
+def _cluster_moments(Y, mean, moment, n_row, share, CLUSTER: gl.constexpr):
+    """The row's mean and second moment (about its mean for a layer norm, whose share means are given; about 0 for
+    rms, whose are 0) from each program's: its share's mean and moment, written as two floats over its output's first
+    elements (Y, at its share; shares are whole 16-byte vectors), read by all after a cluster barrier, merged by
+    Chan's formula. The caller waits at a second barrier before writing its output over them."""
+    partial = Y.to(gl.pointer_type(gl.float32), bitcast=True)
+    gl.store(partial, mean)
+    gl.store(partial + 1, moment)
+    after = cluster_barrier()
+    ranks = gl.arange(0, CLUSTER, layout=gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
+    first = Y - (gl.program_id(0) % CLUSTER) * share  # the row's output
+    partials = (first + after + ranks * share).to(gl.pointer_type(gl.float32), bitcast=True)
+    means = gl.load(partials, cache_modifier=".cg")
+    moments = gl.load(partials + 1, cache_modifier=".cg")
+    counts = gl.minimum(n_row - ranks * share, share).to(gl.float32)
+    row_mean = gl.sum(means * counts, axis=0) / n_row
+    spread = means - row_mean
+    return row_mean, gl.sum(moments + counts * spread * spread, axis=0)
+
+
+@gluon.jit
 def row_norm_held_kernel(
     X, W, B, R, G, Y, H, stride_x, stride_r, stride_g, stride_y, stride_h, n_cols, eps, w_offset, layer, has_weight,
     has_bias, gate_silu, gate_pre, HAS_RESIDUAL: gl.constexpr, HAS_GATE: gl.constexpr, HELD: gl.constexpr,
-    RING: gl.constexpr, PER_SM: gl.constexpr, PDL: gl.constexpr = False,
+    RING: gl.constexpr, PER_SM: gl.constexpr, CLUSTER: gl.constexpr = 1, PDL: gl.constexpr = False,
 ):  # fmt: skip
     """HELD: x's elements held; RING: the second input's steps in flight (0 without one); PER_SM: the programs a
     multiprocessor's shared memory holds, which the static assertion below checks (the config's occupancy, named in
-    its label)."""
+    its label); CLUSTER: the programs of a thread-block cluster that share a row (see _cluster_moments)."""
     dtype: gl.constexpr = X.dtype.element_ty
     gl.static_assert((RING > 0) == (HAS_RESIDUAL or HAS_GATE), "a ring for the second input, and only then")
     layout: gl.constexpr = step_layout(dtype, gl.num_warps())
@@ -136,7 +163,23 @@ def row_norm_held_kernel(
     gl.static_assert(PER_SM * (HELD + RING * CHUNK) * dtype.primitive_bitwidth // 8 <= 224 * 1024, "shared memory")
     gl.static_assert(RING <= STEPS, "a ring no longer than the row")
     cols = step_columns(layout)
-    X, R, G, Y, H = norm_rows(X, R, G, Y, H, stride_x, stride_r, stride_g, stride_y, stride_h, HAS_RESIDUAL, HAS_GATE)
+    X, R, G, Y, H = norm_rows(
+        X, R, G, Y, H, stride_x, stride_r, stride_g, stride_y, stride_h, HAS_RESIDUAL, HAS_GATE, CLUSTER
+    )  # fmt: skip
+    n_row = n_cols
+    if CLUSTER > 1:  # this program's share of the row: whole vectors, the last share shorter
+        share = gl.cdiv(n_row, CLUSTER * layout.size_per_thread[1]) * layout.size_per_thread[1]
+        start = (gl.program_id(0) % CLUSTER) * share
+        n_cols = gl.minimum(n_row - start, share)
+        X += start
+        Y += start
+        W += start
+        B += start
+        if HAS_RESIDUAL:
+            R += start
+            H += start
+        if HAS_GATE:
+            G += start
     if RING > 0:
         ring = allocate_row(dtype, RING * CHUNK, layout)
     if PDL:
@@ -171,8 +214,11 @@ def row_norm_held_kernel(
     spread = means - mean
     spread_sum = gl.sum(squares - sums * sums / seen + counts * spread * spread, axis=0)
     mean = gl.where(layer != 0, mean, 0.0)
-    variance = gl.where(layer != 0, spread_sum, gl.sum(squares, axis=0)) / n_cols
-    rstd = gl.rsqrt(gl.maximum(variance, 0.0) + eps)
+    variance = gl.where(layer != 0, spread_sum, gl.sum(squares, axis=0))
+    if CLUSTER > 1:
+        mean, variance = _cluster_moments(Y, mean, variance, n_row, share, CLUSTER)
+        Y += cluster_barrier() * layout.size_per_thread[1]  # all have the moments before any overwrites its own
+    rstd = gl.rsqrt(gl.maximum(variance / n_row, 0.0) + eps)
 
     # the weight's and bias's loads are masked rather than under branches, so that the compiler issues them ahead; a
     # gate after the norm streams through the ring, RING steps ahead

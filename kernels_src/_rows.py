@@ -44,10 +44,12 @@ LONG_LOOP_CONFIGS = [
 
 @triton.jit
 def norm_rows(X, R, G, Y, H, stride_x, stride_r, stride_g, stride_y, stride_h, HAS_RESIDUAL: tl.constexpr,
-              HAS_GATE: tl.constexpr):  # fmt: skip
-    """The starts of this program's row (program_id(0)) of x, the residual, the gate and the outputs (a norm's
-    pointers; those its variant has no use for are left as they are)."""
+              HAS_GATE: tl.constexpr, CLUSTER: tl.constexpr = 1):  # fmt: skip
+    """The starts of this program's row (program_id(0), or with CLUSTER programs to a row its cluster's) of x, the
+    residual, the gate and the outputs (a norm's pointers; those its variant has no use for are left as they are)."""
     row = tl.program_id(0).to(tl.int64)
+    if CLUSTER > 1:
+        row = row // CLUSTER
     X += row * stride_x
     Y += row * stride_y
     if HAS_RESIDUAL:

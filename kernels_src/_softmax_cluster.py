@@ -21,21 +21,10 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.language.extra.cuda import gdc_wait
 
+from kernels_src._cluster import cluster_barrier
 from kernels_src._held_rows import allocate_row, copy_steps, step_columns, step_layout
 from kernels_src._lse import LOG2E, exp2_ftz
 from kernels_src._softmax_held import held_stats, write_held
-
-
-@gluon.jit
-def _cluster_barrier():
-    """Wait until every program of this cluster has arrived here: the writes each made before (global memory
-    included) are then visible to all (arrive releases, wait acquires, at cluster scope). Returns 0, for the
-    addresses read next, so that those loads depend on the wait. (Gluon's cluster.barrier needs a kernel compiled
-    for several CTAs, num_ctas > 1, which lays tensors out across them; these programs each lay out their own.)"""
-    return gl.inline_asm_elementwise(
-        "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n\tmov.u32 $0, 0;",
-        "=r", [], dtype=gl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
 
 
 @gluon.jit
@@ -69,7 +58,7 @@ def softmax_cluster_kernel(
     partial = (Y + start).to(gl.pointer_type(gl.float32), bitcast=True)
     gl.store(partial, share_max)
     gl.store(partial + 1, share_sum)
-    after = _cluster_barrier()
+    after = cluster_barrier()
 
     ranks = gl.arange(0, CLUSTER, layout=gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
     partials = (Y + after + ranks * share).to(gl.pointer_type(gl.float32), bitcast=True)
@@ -78,9 +67,7 @@ def softmax_cluster_kernel(
     row_max = gl.max(maxes, axis=0)
     safe = gl.where(row_max == -float("inf"), 0.0, row_max)
     total = gl.sum(sums * exp2_ftz((maxes - safe) * LOG2E), axis=0)
-    # every program has the partials before any overwrites its own; the 0 the barrier returns is scaled by VEC so that
-    # Y keeps its known alignment (an unknown offset would cost the stores their 16-byte vectors: 4x slower)
-    Y += _cluster_barrier() * VEC
+    Y += cluster_barrier() * VEC  # every program has the partials before any overwrites its own
 
     log_total = gl.log(total)
     scale = 1.0 / total  # a row of -inf: 1 / 0, and its outputs 0 * inf = NaN, as torch's

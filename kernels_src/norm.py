@@ -6,13 +6,16 @@ cost no variants (one exception: layer norms with a weight and a bias on rows of
 those fixed, LAYER_AFFINE); the residual add (h = x + r, written out) and the gate (a second input) are compiled in.
 Rows up to 32768 columns stay in registers (one read of x); longer rows loop over the row twice (the sums, then the
 write), re-reading it from L2. On Hopper, with at least four rows per multiprocessor, longer rows that fit shared memory
-take row_norm_held_kernel (_row_norm_held.py, Gluon) instead, which copies each row whole there and reads it once.
+take row_norm_held_kernel (_row_norm_held.py, Gluon) instead, which copies each row whole there and reads it once;
+rows past one multiprocessor's shared memory (to 448 KB) are shared by a thread-block cluster of its programs.
 
 group_norm_kernel: one program per (sample, group), whose channels x spatial elements are contiguous, or, when
 few long groups would leave the GPU idle, several per group (program_id(1)) after group_norm_stats_kernel has summed
 each chunk; the weight and bias are per channel. Long unsplit groups take longer steps (LONG_GROUP_CONFIGS).
 On Hopper, unsplit groups of 8193 elements to 64 KB, a full wave of them at least, take group_norm_held_kernel
-(_group_norm_held.py, Gluon), which copies each group whole into shared memory and so reads x once.
+(_group_norm_held.py, Gluon), which copies each group whole into shared memory and so reads x once; groups of 96 KB
+to 512 KB, two waves of programs at least, take group_norm_cluster_kernel (_group_norm_cluster.py), a thread-block
+cluster of 2-8 programs per group.
 """
 
 from dataclasses import replace
@@ -21,6 +24,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hopper, ptr
+from kernels_src._group_norm_cluster import group_norm_cluster_kernel
 from kernels_src._group_norm_held import group_norm_held_kernel
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._row_norm_held import row_norm_held_kernel
@@ -395,12 +399,64 @@ def row_norm_configs(target, keys):
     return configs
 
 
+# group_norm_cluster_kernel takes a group when each program's share is 48-64 KB and the clusters make two waves or more
+# at three programs per multiprocessor. H100, bf16, against the split and looping kernels (wheel_ab.py group_norm and
+# group_norm_waves, h100-2026-11-27-experiments.md, stop 41), TB/s: shares of 64 KB at 1024-2048 programs gained
+# 7-37% (4 x 512 x 128 x 128 1.81 -> 2.22, 8 x 512 x 128 x 128 1.70 -> 2.33, 13 x 512 x 64 x 64 1.90 -> 2.15), at 768
+# were even (3 x 512 x 128 x 128) and at 512 lost 5-15%; shares of 40 KB lost at every count (32 x 320 x 64 x 64:
+# 2.31 -> 2.24), as softmax_cluster_kernel's shares under 48 KB do.
+GROUP_CLUSTER_SHARE_MIN = 48 * 1024
+GROUP_CLUSTER_PROGRAMS_PER_SM = 6
+
+
+def group_cluster_configs(target: Target, keys) -> list[Config]:
+    """group_norm_cluster_kernel: groups of 96-128 KB, 192-256 KB and 384-512 KB over clusters of 2, 4 and 8
+    programs, each holding a share of up to 64 KB (three programs per multiprocessor), in steps of 4096 elements."""
+    size = ELEMENT_BYTES[keys["T"]]
+    held = 65536 // size
+    return [
+        Config(
+            {"HELD": held, "CHUNK": 4096, "CLUSTER": c},
+            num_warps=8,
+            num_stages=1,
+            cluster=c,
+            when=f"n_elems <= {held * c} && n_elems >= {GROUP_CLUSTER_SHARE_MIN * c // size} && "
+            f"n_rows * {c} >= {GROUP_CLUSTER_PROGRAMS_PER_SM} * NUM_SMS",
+        )  # fmt: skip
+        for c in (2, 4, 8)
+    ]
+
+
 def group_held_configs(target: Target, keys) -> list[Config]:
     """group_norm_held_kernel: groups of up to 64 KB in shared memory (three programs per multiprocessor), in
     steps of 4096 elements; the C side asks for it only where `when` holds."""
     held = 65536 // ELEMENT_BYTES[keys["T"]]
     return [Config({"HELD": held, "CHUNK": 4096}, num_warps=8, num_stages=1, when=f"n_elems <= {held}")]
 
+
+# What Hopper's group_norm_held_kernel and group_norm_cluster_kernel take: a program (or a cluster of them) per
+# (sample, group) row of n_elems elements.
+GROUP_HELD_LAUNCH = dict(
+    op="group_norm",
+    args=[
+        ptr("X", "T"),
+        ptr("W", "T"),
+        ptr("B", "T"),
+        ptr("Y", "T"),
+        i64("n_elems", aligned=True),
+        i32("spatial", aligned=True),
+        i32("channels_per_group"),
+        i32("groups"),
+        f32("eps"),
+        i32("has_weight"),
+        i32("has_bias"),
+    ],
+    keys={"T": ["fp16", "bf16", "fp32"]},
+    grid_args=[i64("n_rows")],
+    grid=["n_rows", "1", "1"],
+    aligned=ALIGNED_ONLY,
+    targets=is_hopper,
+)
 
 # What row_norm_kernel and Hopper's row_norm_held_kernel take: a program per row of x (at X + row * stride_x, and
 # the residual's, the gate's and the outputs' rows at theirs).
@@ -442,27 +498,43 @@ def row_held_configs(target: Target | None, keys) -> list[Config]:
     or gate) streams through a ring of HELD_RING steps, whose room comes off the row's; a gate after the norm, on one
     program per multiprocessor, is instead held whole beside x (a ring as long as the row), which read 2.83 TB/s on
     4096 x 50304 where its ring read 2.40 (wheel_ab.py held_pairs, h100-2026-11-26-experiments.md). Keys with no row
-    past REGISTER_ROW to hold compile nothing."""
+    past REGISTER_ROW to hold compile nothing.
+
+    Clusters (two programs per multiprocessor, each holding a share of the row): of 4 for rows past the one-program
+    plans, to 448 KB (x alone) or 320 KB (with a second input); of 2 for a gate before the norm in place of one
+    program. H100, wheel_ab.py cluster_norms (h100-2026-11-27-experiments.md, stop 41), TB/s: bf16 1024 x 131072
+    (looping before) rms / layer / add+layer / gate first 2.25 / 1.83 / 1.77 / 1.88 -> 2.41 / 2.37 / 2.80 / 2.59,
+    float32 1024 x 65536 1.90-2.03 -> 2.53-2.84; the gate first in clusters of 2, bf16 4096 x 50304 2.47 -> 2.55, 1024
+    x 81920 2.48 -> 2.59, float32 2048 x 40000 2.55 -> 2.73. Clusters of 2 in place of one program lost 2-7% for the
+    other forms (2048 x 65536 rms 2.76 -> 2.57), and against the looping kernel for a gate after the norm on rows up to
+    the clusters of 2's length (1024 x 81920 2.63 -> 2.43), which the clusters of 4 take only past it."""
     size = ELEMENT_BYTES[keys["T"]]
     if keys["HAS_RESIDUAL"] and keys["HAS_GATE"]:
         return []
-    plans = [(112, 2, 16, 0, ""), (224, 1, 32, 0, "")]  # kb, programs per SM, warps, ring steps, predicate
-    if keys["HAS_RESIDUAL"]:
-        plans = [(112, 2, 16, HELD_RING, ""), (224, 1, 32, HELD_RING, "")]
-    elif keys["HAS_GATE"]:
-        plans = [(112, 2, 16, HELD_RING, ""), (224, 1, 32, HELD_RING, "gate_pre != 0 && ")]
-        plans += [(224, 1, 32, WHOLE_ROW, "gate_pre == 0 && ")]
+    ring = HELD_RING if keys["HAS_RESIDUAL"] or keys["HAS_GATE"] else 0
+    # kb, programs per SM, warps, ring steps, programs per cluster, predicate
+    plans = [(112, 2, 16, ring, 1, "")]
+    if keys["HAS_GATE"]:
+        plans += [(112, 2, 16, ring, 2, "gate_pre != 0 && "), (224, 1, 32, WHOLE_ROW, 1, "gate_pre == 0 && ")]
+    else:
+        plans += [(224, 1, 32, ring, 1, "")]
+    if not ring:  # x alone: shares of 64 KB three to a multiprocessor first
+        plans += [(64, 3, 16, 0, 4, "")]
+    plans += [(112, 2, 16, ring, 4, "")]
     configs = []
-    for kb, per_sm, warps, ring, predicate in plans:
+    for kb, per_sm, warps, ring, cluster, predicate in plans:
         step = warps * 32 * 16 // size
         if ring == WHOLE_ROW:  # x and the gate held whole, half the room each
             held = kb * 1024 // size // 2
             ring = held // step
         else:
             held = kb * 1024 // size - ring * step
-        if held > REGISTER_ROW:
-            configs.append(Config({"HELD": held, "RING": ring, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
-                                  when=f"{predicate}n_cols <= {held}"))  # fmt: skip
+        if cluster == 4 and keys["HAS_GATE"]:
+            predicate = f"(gate_pre != 0 || n_cols > {2 * held}) && "
+        if held * cluster > REGISTER_ROW:
+            constexprs = {"HELD": held, "RING": ring, "PER_SM": per_sm} | ({"CLUSTER": cluster} if cluster > 1 else {})
+            configs.append(Config(constexprs, num_warps=warps, num_stages=1, cluster=cluster,
+                                  when=f"{predicate}n_cols <= {held * cluster}"))  # fmt: skip
     return configs
 
 
@@ -506,29 +578,8 @@ KERNELS = [
         grid=["n_rows", "splits", "1"],
         configs=group_norm_configs(),
     ),
-    Kernel(
-        fn=group_norm_held_kernel,
-        op="group_norm",
-        args=[
-            ptr("X", "T"),
-            ptr("W", "T"),
-            ptr("B", "T"),
-            ptr("Y", "T"),
-            i64("n_elems", aligned=True),
-            i32("spatial", aligned=True),
-            i32("channels_per_group"),
-            i32("groups"),
-            f32("eps"),
-            i32("has_weight"),
-            i32("has_bias"),
-        ],
-        keys={"T": ["fp16", "bf16", "fp32"]},
-        grid_args=[i64("n_rows")],
-        grid=["n_rows", "1", "1"],
-        configs=group_held_configs,
-        aligned=ALIGNED_ONLY,
-        targets=is_hopper,
-    ),
+    Kernel(fn=group_norm_held_kernel, configs=group_held_configs, **GROUP_HELD_LAUNCH),
+    Kernel(fn=group_norm_cluster_kernel, configs=group_cluster_configs, **GROUP_HELD_LAUNCH),
     Kernel(
         fn=row_norm_held_kernel,
         op="norm",

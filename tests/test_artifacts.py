@@ -153,12 +153,14 @@ def test_manifest_records_what_a_variant_needs():
 
 
 def test_only_cluster_kernels_launch_in_clusters():
-    """A variant launched in thread-block clusters (aot.spec.Config.cluster) is a Hopper softmax_cluster_kernel one,
-    whose CLUSTER programs per row make one cluster; every other variant launches plain programs."""
+    """A variant launched in thread-block clusters (aot.spec.Config.cluster) is a Hopper *_cluster_kernel one, or
+    row_norm_held_kernel's with a CLUSTER constexpr, whose CLUSTER programs per row make one cluster; every other
+    variant launches plain programs."""
     clustered = [v for v in MANIFEST["variants"] if v["cluster"] != 1]
     for v in MANIFEST["variants"]:
-        if v["kernel"] == "softmax_cluster_kernel":
-            assert v["cluster"] == v["constexprs"]["CLUSTER"] in (4, 8) and v["arch"] == "sm_90a", v["label"]
+        if v["kernel"].endswith("_cluster_kernel") or "CLUSTER" in v["constexprs"]:
+            assert v["cluster"] == v["constexprs"]["CLUSTER"] in (2, 4, 8) and v["arch"] == "sm_90a", v["label"]
+            assert v["kernel"] != "row_norm_held_kernel" or v["cluster"] in (2, 4), v["label"]
         else:
             assert v["cluster"] == 1, v["label"]
     assert clustered or not any(a.startswith("sm_90") for a in MANIFEST["archs"])

@@ -1368,7 +1368,7 @@ def row_choice(launch) -> tuple:
     registers' or the loop's BLOCK_N."""
     constexprs = launch["variant"]["constexprs"]
     rows, threads = launch["grid"][0], launch["block"][0]
-    if launch["kernel"].endswith("_cluster_kernel"):
+    if launch["cluster"] > 1:
         return (
             "cluster",
             rows // constexprs["CLUSTER"],
@@ -1402,9 +1402,10 @@ def test_row_reduction_launches(fake_driver):
         many = tensor((64, 64, 128, 128), "float32", {A})
         _library.call("xopsaot_group_norm", (many, None, None, tensor((64, 64, 128, 128), "float32", {B})), 32,
                       1e-5, 0)
-        for shape in ((400, 4, 16384), (300, 2, 16384)):
-            _library.call("xopsaot_group_norm", (tensor(shape, "float32", {A}), None, None,
-                                                 tensor(shape, "float32", {B})), 1, 1e-5, 0)
+        for shape, dtype in (((400, 4, 16384), "float32"), ((300, 2, 16384), "float32"),
+                             ((1024, 5, 8192), "bfloat16")):
+            _library.call("xopsaot_group_norm", (tensor(shape, dtype, {A}), None, None,
+                                                 tensor(shape, dtype, {B})), 1, 1e-5, 0)
         for rows, n, dtype in ((2, 20000, "bfloat16"), (2, 40000, "bfloat16"), (2, 73712, "bfloat16"),
                                (2, 131072, "bfloat16"), (528, 8208, "bfloat16"), (528, 40000, "float16"),
                                (527, 40000, "bfloat16"), (600, 57360, "bfloat16"), (1056, 131072, "bfloat16"),
@@ -1426,7 +1427,9 @@ def test_row_reduction_launches(fake_driver):
              frees=fake.fake_cuda_free_count())
     """,
     )
-    lse, soft, group, stats, split, whole, long_groups, few_long_groups, *long_rows, long_lse = r["launches"][:-4]
+    lse, soft, group, stats, split, whole, long_groups, few_long_groups, small_shares, *long_rows, long_lse = r[
+        "launches"
+    ][:-4]
     held_bf16, not_held_fp32, under_a_wave, held_fp32 = r["launches"][-4:]
 
     # softmax rows of 16385-32768 held whole in registers by 32 warps, longer ones in steps of 8192 (16 warps), from
@@ -1479,28 +1482,36 @@ def test_row_reduction_launches(fake_driver):
     g = decode(split["params"], "group_norm_kernel")
     assert split["grid"] == [32, 8, 1] and g[:7] == [A, C, C, B, partials, 32768, 4096]
     assert split["variant"]["constexprs"]["LOOP"] and r["allocs"] == 1 and r["frees"] >= 1
-    # 2048 groups fill the GPU alone: one launch, each program over its whole group, in steps of 8192
-    g = decode(whole["params"], "group_norm_kernel")
-    assert whole["grid"] == [2048, 1, 1] and g[5:7] == [32768, 32768]
-    assert whole["variant"]["constexprs"]["BLOCK_N"] == 8192 and whole["block"] == [512, 1, 1]
-    # 400 groups of 65536 (3 per SM): steps of 16384; 300 groups (2 per SM) keep the steps of 4096 and 8 warps
-    assert long_groups["grid"] == [400, 1, 1] and long_groups["variant"]["constexprs"]["BLOCK_N"] == 16384
-    assert few_long_groups["grid"] == [300, 1, 1] and few_long_groups["variant"]["constexprs"]["BLOCK_N"] == 4096
-    assert few_long_groups["block"] == [256, 1, 1]
+    # on Hopper, groups of 48-64 KB a program for clusters of 2, 4 or 8 take group_norm_cluster_kernel where the
+    # clusters make 6 programs per multiprocessor (792 of the fake's 132) or more: 2048 float32 groups of 32768 (128
+    # KB) in clusters of 2, 400 of 65536 in clusters of 4; 300 groups of 32768 (600 programs) keep group_norm_kernel's
+    # steps of 4096 and 8 warps, and 1024 bf16 groups of 40960 (80 KB: shares of 40 KB) its steps of 8192
+    g = decode(whole["params"], "group_norm_cluster_kernel")
+    assert whole["grid"] == [4096, 1, 1] and whole["cluster"] == 2 and g[4:6] == [32768, 16384]
+    assert whole["variant"]["constexprs"] == {"HELD": 16384, "CHUNK": 4096, "CLUSTER": 2}
+    assert whole["block"] == [256, 1, 1]
+    assert long_groups["grid"] == [1600, 1, 1] and long_groups["cluster"] == 4
+    assert long_groups["variant"]["constexprs"]["CLUSTER"] == 4
+    assert few_long_groups["kernel"] == "group_norm_kernel" and few_long_groups["grid"] == [300, 1, 1]
+    assert few_long_groups["variant"]["constexprs"]["BLOCK_N"] == 4096 and few_long_groups["block"] == [256, 1, 1]
+    assert small_shares["kernel"] == "group_norm_kernel" and small_shares["grid"] == [1024, 1, 1]
+    assert small_shares["variant"]["constexprs"]["BLOCK_N"] == 8192
     # unsplit groups of 8193 to 64 KB on Hopper, at least 3 per multiprocessor (a wave): the held kernel, a program
-    # per group (32768 bf16, 16384 fp32 elements; 32768 fp32 ones, and 384 groups, take group_norm_kernel's steps)
+    # per group (32768 bf16, 16384 fp32 elements; 32768 fp32 ones take the clusters, 384 groups group_norm_kernel's
+    # steps)
     assert held_bf16["kernel"] == "group_norm_held_kernel" and held_bf16["grid"] == [512, 1, 1]
     assert decode(held_bf16["params"], "group_norm_held_kernel")[4:8] == [32768, 4096, 8, 32]
     assert held_bf16["variant"]["constexprs"]["HELD"] == 32768 and held_bf16["block"] == [256, 1, 1]
-    assert not_held_fp32["kernel"] == "group_norm_kernel" and under_a_wave["kernel"] == "group_norm_kernel"
+    assert not_held_fp32["kernel"] == "group_norm_cluster_kernel" and under_a_wave["kernel"] == "group_norm_kernel"
     assert held_fp32["kernel"] == "group_norm_held_kernel" and held_fp32["variant"]["constexprs"]["HELD"] == 16384
 
 
 def test_held_row_norm_launches(fake_driver):
     """On Hopper, rows past 32768 elements with at least 4 rows per multiprocessor (528 of the fake's 132) take
     row_norm_held_kernel where the row fits its configs (112 KB two programs per multiprocessor, 224 KB one; with a
-    residual or a gate less a ring of four steps, or with a gate after the norm 112 KB of each input), with
-    row_norm_kernel's arguments; other rows take row_norm_kernel."""
+    residual or a gate less a ring of four steps, or with a gate after the norm 112 KB of each input; in clusters of
+    4 past those (shares of 64 KB three programs per multiprocessor, then 112 KB two), and of 2 for a gate before the
+    norm), with row_norm_kernel's arguments; other rows take row_norm_kernel."""
     r = scenario(
         fake_driver,
         f"""
@@ -1525,6 +1536,12 @@ def test_held_row_norm_launches(fake_driver):
         norm((528, 40008), "bfloat16")
         norm((528, 50000), "bfloat16", gate=True, pre=0)
         norm((528, 57352), "bfloat16", gate=True, pre=0)
+        norm((528, 100000), "bfloat16", gate=True, pre=0)
+        norm((528, 40000), "float32", gate=True)
+        norm((528, 100000), "float32", norm=1)
+        norm((528, 163848), "bfloat16", residual=True)
+        norm((528, 229376), "float16", norm=1)
+        norm((528, 229392), "bfloat16")
         emit(launches=launches())
     """,
     )
@@ -1533,19 +1550,26 @@ def test_held_row_norm_launches(fake_driver):
         ("held", 528, 512, 57344, 2, 0),
         ("loop", 527, 512, 8192),
         ("held", 600, 1024, 114688, 1, 0),
-        ("loop", 528, 1024, 16384),
+        ("cluster", 528, 512, 32768, 4, 4),
         ("held", 528, 512, 40960, 2, 0),
-        ("held", 528, 1024, 81920, 1, 0),
-        ("held", 528, 1024, 81920, 1, 0),
+        ("cluster", 528, 512, 40960, 2, 2),
+        ("cluster", 528, 512, 40960, 2, 2),
         ("held", 528, 1024, 57344, 1, 0),
         ("held", 528, 1024, 40960, 1, 0),
         ("loop", 528, 256, 4096),
         ("held", 528, 1024, 57344, 1, 0),
         ("loop", 528, 256, 4096),
+        ("cluster", 528, 512, 40960, 4, 4),
+        ("cluster", 528, 512, 20480, 2, 2),
+        ("cluster", 528, 512, 28672, 4, 4),
+        ("loop", 528, 256, 4096),
+        ("cluster", 528, 512, 57344, 4, 4),
+        ("loop", 528, 1024, 16384),
     ]
     # the second input's ring: four steps, or with a gate after the norm the whole row's seven
     rings = [v["variant"]["constexprs"].get("RING") for v in r["launches"]]
-    assert rings == [0, None, 0, None, 4, 4, 4, 0, 4, None, 7, None]
+    assert rings == [0, None, 0, 0, 4, 4, 4, 0, 4, None, 7, None, 4, 4, 0, None, 0, None]
+    assert decode(r["launches"][3]["params"], "row_norm_held_kernel")[12] == 114704  # the whole row's length
     residual, gate = r["launches"][4], r["launches"][5]
     assert residual["variant"]["keys"] == {"HAS_RESIDUAL": True, "HAS_GATE": False}
     assert gate["variant"]["keys"] == {"HAS_RESIDUAL": False, "HAS_GATE": True}

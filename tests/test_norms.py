@@ -177,8 +177,9 @@ def test_group_norm_long_groups(poison, rng):
     unsplit: the configs with longer steps (8192 elements from groups of 32768, 16384 from 65536), with a spatial
     size a multiple of 16 or not, and a group length that misses the alignment hint (the looping fallback). On
     Hopper groups of up to 64 KB take the held kernel: 32768 elements of 16 bits, 12000 of any dtype (channels of
-    4000, a last step of 3808) and 16384 without weight and bias."""
-    cases = (((700, 4, 16384), 1), ((396, 4, 16384), 2), ((700, 4, 8200), 1), ((400, 1, 32771), 1),
+    4000, a last step of 3808) and 16384 without weight and bias; groups of 80000 (160 KB of 16 bits, 320 KB of
+    float32) are past every cluster config's window and keep the steps of 16384."""
+    cases = (((700, 4, 20000), 1), ((396, 4, 16384), 2), ((700, 4, 8200), 1), ((400, 1, 32771), 1),
              ((600, 6, 4000), 2), ((600, 4, 4096), 1))  # fmt: skip
     for dtype in DTYPES:
         for i, (shape, groups) in enumerate(cases):
@@ -191,10 +192,43 @@ def test_group_norm_long_groups(poison, rng):
             assert_close(host(y), expected, dtype, f"{shape} / {groups} {dtype}", tol=tol)
 
 
+@pytest.mark.gpu
+def test_group_norm_clusters(poison, rng):
+    """On Hopper, groups of 48-64 KB a program for clusters of 2, 4 or 8 (96-128 KB, 192-256 KB, 384-512 KB) take a
+    cluster per group where the clusters make 6 programs per multiprocessor or more: each config's capacity and its
+    smallest group, channels that straddle the programs' shares (3 channels over 2 or 8 shares), the benchmark's
+    16 channels of 128 x 128, and a mean far from zero (each program sums around the group's first element); a few
+    samples checked against float64, every output written (poisoned with NaN before)."""
+    torch = pytest.importorskip("torch")
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    groups = 4
+    for dtype in DTYPES:
+        size = np.dtype(np.float32).itemsize if dtype == "float32" else 2
+        # (programs per cluster, channels per group, spatial size in bytes)
+        cases = ((2, 2, 65536), (2, 3, 32768 + 16), (4, 4, 65536), (4, 1, 196608 + 16), (8, 16, 32768),
+                 (8, 3, 131072 + 16))  # fmt: skip
+        for i, (cluster, per_group, spatial_bytes) in enumerate(cases):
+            samples = -(-6 * sm_count // (cluster * groups)) + 1
+            shape = (samples, groups * per_group, spatial_bytes // size)
+            x = arr(rng, shape, dtype, "gpu") + (20.0 if i == 1 else 0.0)
+            w, b = (arr(rng, (shape[1],), dtype, "gpu") for _ in range(2)) if i % 2 == 0 else (None, None)
+            y = xopsaot.group_norm(x, groups, w, b, eps=1e-5)
+            ran("gpu")
+            assert not torch.isnan(y).any().item(), (shape, dtype)
+            picked = [0, samples // 2, samples - 1]
+            expected = group_norm64(x[picked], groups, w, b, 1e-5)
+            tol = group_norm_tolerance(x[picked], groups, dtype, 1e-5)
+            assert_close(host(y[picked]), expected, dtype, f"{shape} / {groups} {dtype}", tol=tol)
+
+
 # Hopper's row_norm_held_kernel: rows past 32768 elements, four or more per multiprocessor, up to 112 KB two programs
 # to a multiprocessor and 224 KB one; with a residual or a gate, less the second input's ring of four steps (16-bit:
 # 40960 and 81920 elements, float32 40960 at one program), except a gate after the norm at one program, held whole
-# beside x (16-bit: 57344); each capacity, one vector past it (the looping kernel then). op, dtype, length, arguments.
+# beside x (16-bit: 57344); past those, clusters of 4 (x alone: shares of 64 KB, 16-bit 131072 and float32 65536, then
+# 112 KB, 229376 and 114688; with a second input 163840 and 81920), and clusters of 2 for a gate before the norm
+# (16-bit 81920, float32 40960); each capacity, one vector
+# past it (the looping kernel then), and a mean far from zero ("mean", added to x) where shares merge their moments.
+# op, dtype, length, arguments.
 HELD_NORM_CASES = [
     ("rms_norm", "bfloat16", 32784, {"weight": True, "offset": 1.0}),
     ("layer_norm", "float16", 57344, {"weight": True, "bias": True}),
@@ -221,6 +255,22 @@ HELD_NORM_CASES = [
     ("norm_gate", "bfloat16", 57352, {"norm": "layer", "gate_act": "silu", "gate_pos": "post"}),
     ("norm_gate", "float32", 40960, {"norm": "rms", "gate_act": "silu", "gate_pos": "post"}),
     ("norm_gate", "float32", 36000, {"norm": "layer", "gate_act": "silu", "gate_pos": "pre"}),
+    ("rms_norm", "bfloat16", 229376, {"weight": True}),
+    ("rms_norm", "float16", 200000, {"mean": 30.0}),
+    ("rms_norm", "float16", 131072, {"weight": True}),
+    ("layer_norm", "float16", 65536, {"weight": True, "bias": True, "mean": 30.0}),
+    ("rms_norm", "bfloat16", 65552, {}),
+    ("layer_norm", "float16", 229384, {"weight": True, "bias": True}),
+    ("layer_norm", "bfloat16", 163840, {"weight": True, "bias": True, "residual": True}),
+    ("layer_norm", "float16", 120000, {"residual": True}),
+    ("rms_norm", "float16", 163848, {"residual": True}),
+    ("norm_gate", "bfloat16", 163840, {"norm": "layer", "gate_act": "silu", "gate_pos": "post"}),
+    ("norm_gate", "float16", 100000, {"norm": "rms", "gate_act": "silu", "gate_pos": "pre"}),
+    ("layer_norm", "float32", 114688, {"weight": True, "bias": True, "mean": 30.0}),
+    ("rms_norm", "float32", 114696, {}),
+    ("rms_norm", "float32", 81920, {"residual": True}),
+    ("norm_gate", "float32", 81920, {"norm": "layer", "gate_act": "sigmoid", "gate_pos": "post"}),
+    ("norm_gate", "float32", 50000, {"norm": "rms", "gate_act": "silu", "gate_pos": "pre"}),
 ]
 
 
@@ -233,6 +283,7 @@ def test_held_row_norms(rng, poison, op, dtype, n, spec):
     torch = pytest.importorskip("torch")
     n_rows = 4 * torch.cuda.get_device_properties(0).multi_processor_count
     x = arr(rng, (n_rows, n + 64), dtype, "gpu")[:, :n]  # rows 64 elements apart, still aligned
+    x.add_(spec.get("mean", 0.0))  # a mean far from zero: shares of a row merge their moments
     rows = sorted({0, n_rows - 1, *rng.choice(range(1, n_rows - 1), 22, replace=False).tolist()})
     w, b = arr(rng, (n,), dtype, "gpu"), arr(rng, (n,), dtype, "gpu")
     if op == "norm_gate":
@@ -327,6 +378,7 @@ def test_every_norm_variant_was_checked():
             "group_norm_kernel",
             "group_norm_stats_kernel",
             "group_norm_held_kernel",
+            "group_norm_cluster_kernel",
         },
         GPU_USED,
     )

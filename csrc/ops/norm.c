@@ -29,8 +29,9 @@ static xopsaot_status check_vector(const xopsaot_tensor *x, const xopsaot_tensor
 
 /* row_norm_kernel holds rows of up to NORM_REGISTER_ROW elements in registers and loops over longer ones, reading x
  * twice (the second time from L2 when the row is still there). On Hopper, row_norm_held_kernel copies rows of up to
- * 224 KB (with a residual or a gate streamed beside them, 160 KB; its configs' `when` bound the length) into shared
- * memory and reads them once, from NORM_HELD_ROWS_PER_SM rows per multiprocessor: H100, bf16, 4096 x 50304 rms /
+ * 224 KB (with a residual or a gate streamed beside them, 160 KB), and in thread-block clusters of 4 programs up to
+ * 448 KB (320 KB), into shared memory (its configs' `when` bound the length and choose the form) and reads them once,
+ * from NORM_HELD_ROWS_PER_SM rows per multiprocessor: H100, bf16, 4096 x 50304 rms /
  * layer norm 2.51 / 1.94 -> 2.86 / 2.79 TB/s, with residual 2.14 -> 2.96; at 528 x 40000 (four rows per
  * multiprocessor) layer_norm, the residual and the gate forms gained 9-10%, rms_norm lost 7%
  * (h100-2026-11-26-experiments.md, stop 31); 2048 x 65536 with residual 2.10 -> 2.87 (stop 32). Both
@@ -120,6 +121,10 @@ xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *w
  * (2.17-2.28 against 2.25-2.71 TB/s with x in L2, 2.42-2.46 against 2.38-2.39 without); at 512-1024 it gained
  * 8-16% (h100-2026-11-24-experiments.md, stop 27). */
 #define GROUP_HELD_PER_SM 3
+/* Longer groups, of 48-64 KB a program, are held by a thread-block cluster of 2, 4 or 8 programs
+ * (group_norm_cluster_kernel) where its configs' `when` holds: two waves of programs or more (kernels_src/norm.py). */
+_Static_assert(sizeof(xk_group_norm_cluster_kernel_args) == sizeof(xk_group_norm_held_kernel_args),
+               "group_norm_held_kernel and group_norm_cluster_kernel share their arguments");
 
 static int64_t group_splits(int64_t rows, int64_t per_group, int sm_count, int64_t *chunk) {
   if (rows >= (int64_t)GROUP_SPLIT_BELOW_PER_SM * sm_count) return 1;
@@ -168,6 +173,8 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
         .groups = (int32_t)num_groups, .eps = eps, .has_weight = weight != NULL, .has_bias = bias != NULL,
         .n_rows = rows};
     xk_group_norm_held_kernel_keys held_keys = {x->dtype};
+    if (xo_can_launch(&xk_group_norm_cluster_kernel, &held_keys.T, &held, x->device))
+      return xo_launch(&xk_group_norm_cluster_kernel, &held_keys.T, &held, x->device, stream);
     if (splits == 1 && rows >= (int64_t)GROUP_HELD_PER_SM * sm_count &&
         xo_can_launch(&xk_group_norm_held_kernel, &held_keys.T, &held, x->device))
       return xo_launch(&xk_group_norm_held_kernel, &held_keys.T, &held, x->device, stream);
