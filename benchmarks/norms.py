@@ -85,7 +85,9 @@ def row_results(shape, copy_tbps: float, compiled: dict) -> list[dict]:
 
 def group_norm_results(copy_tbps: float, compiled: dict) -> list[dict]:
     rows = []
-    for shape, groups in (((16, 256, 64, 64), 32), ((64, 512, 16, 16), 32), ((2, 512, 128, 128), 32)):
+    # the last: 128 groups of 512 KB, in clusters of 8 on Hopper
+    for shape, groups in (((16, 256, 64, 64), 32), ((64, 512, 16, 16), 32), ((2, 512, 128, 128), 32),
+                          ((4, 512, 128, 128), 32)):  # fmt: skip
         x = torch.randn(*shape, device="cuda", dtype=BF16)
         w, b = torch.randn(shape[1], device="cuda", dtype=BF16), torch.randn(shape[1], device="cuda", dtype=BF16)
         nbytes = 2 * x.numel() * x.element_size()
@@ -163,10 +165,11 @@ def main() -> None:
     results = {"environment": environment(), "copy_tbps": copy_bandwidth()}
     compiled: dict = {}
     # 4096 x 32000: a row past the shared blocks (8192), held whole by the row norms' own block of 32768; 4096 x 50304
-    # and 2048 x 65536 past it (on Hopper held in shared memory, with the fused ops' second input streamed beside x)
-    shapes = (
-        [(4096, 4096)] if args.quick else [(4096, 4096), (16384, 8192), (4096, 32000), (4096, 50304), (2048, 65536)]
-    )
+    # and 2048 x 65536 past it (on Hopper held in shared memory, with the fused ops' second input streamed beside x);
+    # 1024 x 131072 past one multiprocessor's shared memory (on Hopper shared by a cluster of 4 programs)
+    shapes = [(4096, 4096)]
+    if not args.quick:
+        shapes += [(16384, 8192), (4096, 32000), (4096, 50304), (2048, 65536), (1024, 131072)]
     results["rows"] = [row for shape in shapes for row in row_results(shape, results["copy_tbps"], compiled)]
     results["rows"] += group_norm_results(results["copy_tbps"], compiled)
     results["host_us"] = host_results()

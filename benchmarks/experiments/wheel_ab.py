@@ -283,6 +283,51 @@ def held_pairs(label: str) -> None:
         norm_cases(label, dtype, shape, keep=lambda passes: passes > 2)
 
 
+def cluster_norms(label: str) -> None:
+    """The row norms (and both norm_gate forms) around row_norm_held_kernel's clusters: rows of 40k-229k elements
+    that one program per multiprocessor holds, or that loop, at 4-16 rows per multiprocessor; bf16 and float32."""
+    for dtype, shape in (
+        (torch.bfloat16, (4096, 50304)),
+        (torch.bfloat16, (2048, 65536)),
+        (torch.bfloat16, (528, 65536)),
+        (torch.bfloat16, (1024, 81920)),
+        (torch.bfloat16, (1024, 131072)),
+        (torch.bfloat16, (528, 200000)),
+        (torch.float32, (2048, 40000)),
+        (torch.float32, (1024, 65536)),
+    ):
+        norm_cases(label, dtype, shape)
+
+
+def cluster_plain(label: str) -> None:
+    """rms_norm and layer_norm (and norm_gate after the norm) on rows held by clusters: of 2 programs for bf16 rows of
+    57345-65536 elements, of 4 past the one-program plan (bf16 rows of 114689-131072 elements, float32 of
+    57345-65536)."""
+    for dtype, shape in (
+        (torch.bfloat16, (2048, 65536)),
+        (torch.bfloat16, (528, 65536)),
+        (torch.bfloat16, (4096, 60000)),
+        (torch.bfloat16, (1024, 131072)),
+        (torch.bfloat16, (528, 131072)),
+        (torch.bfloat16, (2048, 120000)),
+        (torch.float32, (1024, 65536)),
+        (torch.float32, (528, 60000)),
+    ):
+        norm_cases(label, dtype, shape, keep=lambda passes: passes == 2)
+
+
+def group_norm_waves(label: str) -> None:
+    """group_norm on groups past 64 KB at 1.3-2.6 waves of group_norm_cluster_kernel's programs (3 per
+    multiprocessor, a cluster of 2, 4 or 8 per group)."""
+    for shape in ((3, 512, 128, 128), (13, 512, 64, 64), (24, 512, 64, 64), (8, 512, 128, 128), (32, 320, 64, 64),
+                  (12, 320, 64, 64), (6, 512, 128, 128)):  # fmt: skip
+        x, w, b = randn(*shape), randn(shape[1]), randn(shape[1])
+        nbytes = 2 * x.numel() * x.element_size()
+        ours = bench_queued(lambda: xopsaot.group_norm(x, 32, w, b))
+        eager = bench_queued(lambda: F.group_norm(x, 32, w, b))
+        line(label, "group_norm", shape, "tbps", nbytes / ours / 1e9, nbytes / eager / 1e9)
+
+
 def scans(label: str) -> None:
     """cumsum and logcumsumexp along the last and the first dim (and a middle one), and cumsum of a long 1-D
     tensor."""
@@ -344,6 +389,9 @@ GROUPS["group_norm_held"] = group_norm_held
 GROUPS["held_softmax"] = held_softmax
 GROUPS["cluster_softmax"] = cluster_softmax
 GROUPS["held_pairs"] = held_pairs
+GROUPS["cluster_norms"] = cluster_norms
+GROUPS["group_norm_waves"] = group_norm_waves
+GROUPS["cluster_plain"] = cluster_plain
 GROUPS["decode_linear"] = decode_linear
 GROUPS["fused_linear"] = fused_linear
 
