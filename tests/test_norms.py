@@ -266,6 +266,8 @@ HELD_NORM_CASES = [
     ("rms_norm", "float16", 163848, {"residual": True}),
     ("norm_gate", "bfloat16", 163840, {"norm": "layer", "gate_act": "silu", "gate_pos": "post"}),
     ("norm_gate", "float16", 100000, {"norm": "rms", "gate_act": "silu", "gate_pos": "pre"}),
+    ("norm_gate", "bfloat16", 53248, {"norm": "layer", "gate_act": "silu", "gate_pos": "pre"}),
+    ("norm_gate", "float16", 40968, {"norm": "rms", "gate_act": "sigmoid", "gate_pos": "pre"}),
     ("layer_norm", "float32", 114688, {"weight": True, "bias": True, "mean": 30.0}),
     ("rms_norm", "float32", 114696, {}),
     ("rms_norm", "float32", 81920, {"residual": True}),

@@ -316,6 +316,21 @@ def cluster_plain(label: str) -> None:
         norm_cases(label, dtype, shape, keep=lambda passes: passes == 2)
 
 
+def gate_first(label: str) -> None:
+    """norm_gate with the gate before the norm (rms, silu; and layer, sigmoid) on bf16 rows of 40k-66k elements, where
+    a cluster of 2 programs shares each row."""
+    for shape in ((4096, 50304), (4096, 45056), (4096, 40976), (528, 50304), (2048, 53248), (2048, 65536)):
+        x, g, w = randn(*shape), randn(*shape), randn(shape[1])
+        moved = 3 * x.numel() * x.element_size()
+        for name, ours, eager in (
+            ("rms silu", lambda: xopsaot.norm_gate(x, g, w), lambda: F.rms_norm(x * F.silu(g), shape[1:], w)),
+            ("layer sigmoid", lambda: xopsaot.norm_gate(x, g, w, w, norm="layer", gate_act="sigmoid"),
+             lambda: F.layer_norm(x * torch.sigmoid(g), shape[1:], w, w)),
+        ):  # fmt: skip
+            line(label, f"norm_gate {name}", shape, "tbps", moved / bench_queued(ours) / 1e9,
+                 moved / bench_queued(eager) / 1e9)  # fmt: skip
+
+
 def group_norm_waves(label: str) -> None:
     """group_norm on groups past 64 KB at 1.3-2.6 waves of group_norm_cluster_kernel's programs (3 per
     multiprocessor, a cluster of 2, 4 or 8 per group)."""
@@ -392,6 +407,7 @@ GROUPS["held_pairs"] = held_pairs
 GROUPS["cluster_norms"] = cluster_norms
 GROUPS["group_norm_waves"] = group_norm_waves
 GROUPS["cluster_plain"] = cluster_plain
+GROUPS["gate_first"] = gate_first
 GROUPS["decode_linear"] = decode_linear
 GROUPS["fused_linear"] = fused_linear
 
