@@ -193,7 +193,8 @@ XOPSAOT_API xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsa
  * h = x + residual is written to residual_out and normalized. With gate (a tensor of x's shape): gate_pre = 1
  * normalizes x * act(gate), gate_pre = 0 multiplies the result by act(gate); a gate and a residual do not
  * combine. x, residual, gate, out and residual_out are (rows..., n) with a contiguous last dim; weight and bias
- * are (n,). */
+ * are (n,). out and residual_out must not overlap the inputs or each other (on Hopper, programs that share a long
+ * row exchange their partial sums through out before writing it). */
 typedef enum { XOPSAOT_NORM_RMS = 0, XOPSAOT_NORM_LAYER = 1 } xopsaot_norm_kind;
 typedef enum { XOPSAOT_GATE_SILU = 0, XOPSAOT_GATE_SIGMOID = 1 } xopsaot_gate_act;
 typedef struct {
