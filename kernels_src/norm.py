@@ -500,14 +500,16 @@ def row_held_configs(target: Target | None, keys) -> list[Config]:
     4096 x 50304 where its ring read 2.40 (wheel_ab.py held_pairs, h100-2026-11-26-experiments.md). Keys with no row
     past REGISTER_ROW to hold compile nothing.
 
-    Clusters (two programs per multiprocessor, each holding a share of the row): of 4 for rows past the one-program
-    plans, to 448 KB (x alone) or 320 KB (with a second input); of 2 for a gate before the norm in place of one
-    program. H100, wheel_ab.py cluster_norms (h100-2026-11-27-experiments.md, stop 41), TB/s: bf16 1024 x 131072
-    (looping before) rms / layer / add+layer / gate first 2.25 / 1.83 / 1.77 / 1.88 -> 2.41 / 2.37 / 2.80 / 2.59,
-    float32 1024 x 65536 1.90-2.03 -> 2.53-2.84; the gate first in clusters of 2, bf16 4096 x 50304 2.47 -> 2.55, 1024
-    x 81920 2.48 -> 2.59, float32 2048 x 40000 2.55 -> 2.73. Clusters of 2 in place of one program lost 2-7% for the
-    other forms (2048 x 65536 rms 2.76 -> 2.57), and against the looping kernel for a gate after the norm on rows up to
-    the clusters of 2's length (1024 x 81920 2.63 -> 2.43), which the clusters of 4 take only past it."""
+    Clusters, each program holding a share of the row: of 4 for rows past the one-program plans, to 448 KB (x alone)
+    or 320 KB (with a second input), two programs per multiprocessor; x alone first in shares of 64 KB three per
+    multiprocessor (to 256 KB); of 2 for a gate before the norm in place of one program. H100, wheel_ab.py
+    cluster_norms and cluster_plain (h100-2026-11-27-experiments.md, stop 41), TB/s: bf16 1024 x 131072 (looping
+    before) add+layer / gate first 1.77 / 1.88 -> 2.80 / 2.59 in shares of 112 KB, rms / layer 2.25 / 1.83 -> 2.41 /
+    2.37 in shares of 112 KB and 2.64-2.65 in shares of 64 KB; float32 1024 x 65536 1.90-2.03 -> 2.53-2.84 (rms 2.79
+    in shares of 64 KB); the gate first in clusters of 2, bf16 4096 x 50304 2.47 -> 2.55, 1024 x 81920 2.48 -> 2.59,
+    float32 2048 x 40000 2.55 -> 2.73. Clusters of 2 in place of one program mostly lost 2-13% for the other forms
+    (2048 x 65536 rms 2.76 -> 2.57), and against the looping kernel for a gate after the norm on rows up to the
+    clusters of 2's length (1024 x 81920 2.63 -> 2.43), which the clusters of 4 take only past it."""
     size = ELEMENT_BYTES[keys["T"]]
     if keys["HAS_RESIDUAL"] and keys["HAS_GATE"]:
         return []
