@@ -17,7 +17,7 @@ from triton.experimental.gluon import language as gl
 from triton.language.extra.cuda import gdc_wait
 
 from kernels_src._cluster import cluster_barrier
-from kernels_src._group_norm_held import copy_group, group_sums, write_group
+from kernels_src._group_norm_held import allocate_group, copy_group, group_sums, write_group
 
 
 @gluon.jit
@@ -25,11 +25,8 @@ def group_norm_cluster_kernel(
     X, W, B, Y, n_elems, spatial, channels_per_group, groups, eps, has_weight, has_bias,
     HELD: gl.constexpr, CHUNK: gl.constexpr, CLUSTER: gl.constexpr, PDL: gl.constexpr = False,
 ):  # fmt: skip
-    dtype: gl.constexpr = X.dtype.element_ty
-    VEC: gl.constexpr = 128 // dtype.primitive_bitwidth  # elements per 16-byte copy
-    held = gl.allocate_shared_memory(
-        dtype, [HELD // CHUNK, CHUNK // VEC, VEC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-    )
+    held = allocate_group(X.dtype.element_ty, HELD, CHUNK)
+    VEC: gl.constexpr = held.type.shape[2]  # elements per 16-byte copy
     program = gl.program_id(0)
     row = program // CLUSTER
     share = gl.cdiv(n_elems, CLUSTER * VEC) * VEC

@@ -17,18 +17,33 @@ from kernels_src._held_rows import step_layout
 
 
 @gluon.jit
+def allocate_group(dtype: gl.constexpr, HELD: gl.constexpr, CHUNK: gl.constexpr):
+    """Shared memory for HELD elements of a group in steps of CHUNK: (steps, vectors, elements per 16-byte vector)."""
+    VEC: gl.constexpr = 128 // dtype.primitive_bitwidth
+    tile: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+    return gl.allocate_shared_memory(dtype, [HELD // CHUNK, CHUNK // VEC, VEC], tile)
+
+
+@gluon.jit
+def step_offsets(held):
+    """A step's offsets in held (allocate_group) as step_layout spreads it over the threads: each vector's first
+    element, and the elements within a vector."""
+    VEC: gl.constexpr = held.type.shape[2]
+    layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
+    vectors = gl.arange(0, held.type.shape[1], layout=gl.SliceLayout(1, layout)) * VEC
+    return vectors, gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
+
+
+@gluon.jit
 def copy_group(held, X, n):
     """Start the copies of the n elements at X into held (steps, vectors, elements), one copy group per step, so
     the sums can start on the first step while the later ones land."""
     STEPS: gl.constexpr = held.type.shape[0]
-    ROWS: gl.constexpr = held.type.shape[1]
-    VEC: gl.constexpr = held.type.shape[2]
-    layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
-    vectors = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)) * VEC
-    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
+    CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
+    vectors, within = step_offsets(held)
     for i in gl.static_range(STEPS):
-        cols = i * ROWS * VEC + vectors[:, None] + within[None, :]
-        if i * ROWS * VEC < n:
+        cols = i * CHUNK + vectors[:, None] + within[None, :]
+        if i * CHUNK < n:
             async_copy.async_load(held.index(i), X + cols, mask=cols < n)
         async_copy.commit_group()
 
@@ -38,17 +53,15 @@ def group_sums(held, n, shift):
     """The sums of x - shift and of their squares over the n elements copied into held (copy_group), each step as it
     lands: each thread reads back the elements it copied (the same layout), so its own wait_group orders them."""
     STEPS: gl.constexpr = held.type.shape[0]
-    ROWS: gl.constexpr = held.type.shape[1]
-    VEC: gl.constexpr = held.type.shape[2]
+    CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
+    vectors, within = step_offsets(held)
     layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
-    vectors = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)) * VEC
-    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
-    total = gl.zeros([ROWS, VEC], gl.float32, layout)
-    squares = gl.zeros([ROWS, VEC], gl.float32, layout)
+    total = gl.zeros([held.type.shape[1], held.type.shape[2]], gl.float32, layout)
+    squares = gl.zeros([held.type.shape[1], held.type.shape[2]], gl.float32, layout)
     for i in gl.static_range(STEPS):
         async_copy.wait_group(STEPS - 1 - i)
-        if i * ROWS * VEC < n:
-            cols = i * ROWS * VEC + vectors[:, None] + within[None, :]
+        if i * CHUNK < n:
+            cols = i * CHUNK + vectors[:, None] + within[None, :]
             d = gl.where(cols < n, held.index(i).load(layout).to(gl.float32) - shift, 0.0)
             total += d
             squares += d * d
@@ -60,14 +73,12 @@ def write_group(held, Y, W, B, n, first, first_channel, spatial, mean, rstd, has
     """Write the n elements held (the group's from its element `first`, whose channels count from first_channel) to
     Y, normalized by mean and rstd, then scaled and shifted per channel."""
     STEPS: gl.constexpr = held.type.shape[0]
-    ROWS: gl.constexpr = held.type.shape[1]
-    VEC: gl.constexpr = held.type.shape[2]
+    CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
+    vectors, within = step_offsets(held)
     layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
-    vectors = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout)) * VEC
-    within = gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
     for i in gl.static_range(STEPS):
-        if i * ROWS * VEC < n:
-            starts = i * ROWS * VEC + vectors
+        if i * CHUNK < n:
+            starts = i * CHUNK + vectors
             cols = starts[:, None] + within[None, :]
             y = (held.index(i).load(layout).to(gl.float32) - mean) * rstd
             channel = first_channel + (first + starts) // spatial  # one division per vector
@@ -83,11 +94,7 @@ def group_norm_held_kernel(
     X, W, B, Y, n_elems, spatial, channels_per_group, groups, eps, has_weight, has_bias,
     HELD: gl.constexpr, CHUNK: gl.constexpr, PDL: gl.constexpr = False,
 ):  # fmt: skip
-    dtype: gl.constexpr = X.dtype.element_ty
-    VEC: gl.constexpr = 128 // dtype.primitive_bitwidth  # elements per 16-byte copy
-    held = gl.allocate_shared_memory(
-        dtype, [HELD // CHUNK, CHUNK // VEC, VEC], gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-    )
+    held = allocate_group(X.dtype.element_ty, HELD, CHUNK)
     row = gl.program_id(0)
     base = row.to(gl.int64) * n_elems
     if PDL:

@@ -514,6 +514,15 @@ def row_held_configs(target: Target | None, keys) -> list[Config]:
     if keys["HAS_RESIDUAL"] and keys["HAS_GATE"]:
         return []
     ring = HELD_RING if keys["HAS_RESIDUAL"] or keys["HAS_GATE"] else 0
+
+    def room(kb: int, warps: int, ring: int) -> tuple[int, int]:
+        """x's elements held and the second input's ring steps in kb KB: a step is one 16-byte vector per thread."""
+        step = warps * 32 * 16 // size
+        if ring == WHOLE_ROW:  # x and the gate held whole, half the room each
+            held = kb * 1024 // size // 2
+            return held, held // step
+        return kb * 1024 // size - ring * step, ring
+
     # kb, programs per SM, warps, ring steps, programs per cluster, predicate
     plans = [(112, 2, 16, ring, 1, "")]
     if keys["HAS_GATE"]:
@@ -522,17 +531,11 @@ def row_held_configs(target: Target | None, keys) -> list[Config]:
         plans += [(224, 1, 32, ring, 1, "")]
     if not ring:  # x alone: shares of 64 KB three to a multiprocessor first
         plans += [(64, 3, 16, 0, 4, "")]
-    plans += [(112, 2, 16, ring, 4, "")]
+    pairs = 2 * room(112, 16, ring)[0]  # the clusters of 2's rows, which a gate after the norm leaves to the loop
+    plans += [(112, 2, 16, ring, 4, f"(gate_pre != 0 || n_cols > {pairs}) && " if keys["HAS_GATE"] else "")]
     configs = []
     for kb, per_sm, warps, ring, cluster, predicate in plans:
-        step = warps * 32 * 16 // size
-        if ring == WHOLE_ROW:  # x and the gate held whole, half the room each
-            held = kb * 1024 // size // 2
-            ring = held // step
-        else:
-            held = kb * 1024 // size - ring * step
-        if cluster == 4 and keys["HAS_GATE"]:
-            predicate = f"(gate_pre != 0 || n_cols > {2 * held}) && "
+        held, ring = room(kb, warps, ring)
         if held * cluster > REGISTER_ROW:
             constexprs = {"HELD": held, "RING": ring, "PER_SM": per_sm} | ({"CLUSTER": cluster} if cluster > 1 else {})
             configs.append(Config(constexprs, num_warps=warps, num_stages=1, cluster=cluster,

@@ -4,7 +4,7 @@ online max and sum over blocks, then the normalized write), in steps that grow w
 log_softmax over at least four rows per multiprocessor hold rows of 8193 to 131072 16-bit elements (65536 float32)
 in shared memory instead (softmax_held_kernel, _softmax_held.py), and rows past 224 KB, up to 262144 16-bit elements
 (131072 float32), in the shared memory of a cluster of programs (softmax_cluster_kernel, _softmax_cluster.py);
-csrc/ops/softmax.c chooses.
+their configs' `when` chooses.
 logsumexp (LSE) is a variant of its own, with no run-time mode: it only reads, and with the mode's branches the same
 config read at 2.1 TB/s against 2.9 without (4096 x 4096, bf16, H100). Rows of 4096 and 8192 take half the warps of
 the norms' configs: more rows in flight per SM (logsumexp 3.4 against 2.9 TB/s at 4096 columns; softmax 3.0 against
@@ -118,41 +118,61 @@ def softmax_configs(target, keys) -> list[Config]:
 
 REGISTER_ROW = 8192  # rows up to this long stay in softmax_kernel's registers (csrc/ops/softmax.c)
 
+# Where the Hopper kernels read faster than softmax_kernel's loop, by rows per multiprocessor (H100, bf16, softmax /
+# log_softmax TB/s). With fewer than HELD_ROWS_PER_SM, the held kernel's programs load, reduce and store in lockstep
+# with nothing to overlap: 132 x 100000 1.92 against the loop's 2.49, 264 x 50304 2.27 against 2.69; 528 rows of
+# either length gained 1-7% (h100-2026-11-26-experiments.md, stop 31). Its tail in registers lost at 528 rows of
+# 128256 (2.46 / 2.57 -> 2.11-2.22 / 2.33-2.35) and gained 2-4% from 1056 (softmax_tail_rows.py, stop 31); clusters
+# of 4 read those rows faster from CLUSTER_ROWS_PER_SM up to TAIL_ROWS_PER_SM (1024 rows: 2.65 / 2.66 -> 2.74 / 2.81;
+# 132 rows: the loop's 2.50 against 2.18; 2112 rows: the tail as fast, 2.82). Rows past the tail's reach take
+# clusters of 8 from one row per multiprocessor where each share holds at least CLUSTER_SHARE_BYTES (bf16 x 256000:
+# 2.06-2.19 -> 2.44-2.82; float32 512 x 131072: 2.19 -> 2.83); shares of 35 KB (bf16 x 140000) read 10-17% below
+# the loop (h100-2026-11-27-experiments.md, stop 40). csrc/ops/softmax.c tries the clusters, then the held kernel,
+# on rows past REGISTER_ROW, the first config whose `when` holds taken.
+HELD_ROWS_PER_SM = 4
+TAIL_ROWS_PER_SM = 16
+CLUSTER_ROWS_PER_SM = 4
+CLUSTER_SHARE_BYTES = 48 * 1024
+HELD_BYTES = 224 * 1024  # one program's rows; past them, a cluster's shares
+
 
 def held_configs(target: Target, keys) -> list[Config]:
     """softmax_held_kernel: rows of up to 32 KB six programs to a multiprocessor, 64 KB three, 112 KB two and 224 KB
     one, then 224 KB with two more 16-byte vectors per thread in registers (16-bit rows of up to 131072 elements,
     float32 of up to 65536); a step is one 16-byte vector per thread. Only rows past REGISTER_ROW come here (float32
-    has no 32 KB config), and rows past 224 KB only from 16 rows per multiprocessor (csrc/ops/softmax.c): the tail in
-    registers against the loop, on an H100 (softmax / log_softmax TB/s; softmax_tail_rows.py,
-    h100-2026-11-26-experiments.md, stop 31): bf16 x 128256 lost at 528 rows (2.46 / 2.57 -> 2.11-2.22 / 2.33-2.35)
-    and gained 2-4% from 1056; softmax_cluster_kernel reads faster up to 16 rows per multiprocessor (stop 40)."""
+    has no 32 KB config), from HELD_ROWS_PER_SM rows per multiprocessor, the tail from TAIL_ROWS_PER_SM."""
     size = ELEMENT_BYTES[keys["T"]]
     configs = []
     for kb, per_sm, warps in ((32, 6, 8), (64, 3, 16), (112, 2, 16), (224, 1, 32)):
         held = kb * 1024 // size
         if held > REGISTER_ROW:
             configs.append(Config({"HELD": held, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
-                                  when=f"n_cols <= {held}"))  # fmt: skip
-    held, tail = 224 * 1024 // size, 2 * 16 * 32 * 32 // size
+                                  when=f"n_cols <= {held} && n_rows >= {HELD_ROWS_PER_SM} * NUM_SMS"))  # fmt: skip
+    held, tail = HELD_BYTES // size, 2 * 16 * 32 * 32 // size
     configs.append(Config({"HELD": held, "PER_SM": 1, "TAIL": tail}, num_warps=32, num_stages=1,
-                          when=f"n_cols <= {held + tail}"))  # fmt: skip
+                          when=f"n_cols <= {held + tail} && n_rows >= {TAIL_ROWS_PER_SM} * NUM_SMS"))  # fmt: skip
     return configs
 
 
 def cluster_configs(target: Target, keys) -> list[Config]:
     """softmax_cluster_kernel: clusters of 4 and 8 programs per row, each holding a share of up to 64 KB (three
     programs to a multiprocessor): 16-bit rows of up to 131072 and 262144 elements, float32 of up to 65536 and
-    131072. Smaller shares pay the cluster's two barriers for less: rows that fit one program read slower so (bf16
-    4096 x 32000: 2.96 -> 1.66 TB/s, h100-2026-11-27-experiments.md, stop 40); csrc/ops/softmax.c sends longer ones."""
-    held = 64 * 1024 // ELEMENT_BYTES[keys["T"]]
+    131072, only past the held kernel's HELD_BYTES (rows that fit one program read slower in clusters: bf16 4096 x
+    32000 2.96 -> 1.66 TB/s, h100-2026-11-27-experiments.md, stop 40), and over the rows per multiprocessor above."""
+    size = ELEMENT_BYTES[keys["T"]]
+    held = 64 * 1024 // size
+    rows = {
+        4: f"n_cols > {HELD_BYTES // size} && n_rows >= {CLUSTER_ROWS_PER_SM} * NUM_SMS && "
+        f"n_rows < {TAIL_ROWS_PER_SM} * NUM_SMS",
+        8: f"n_cols >= {8 * CLUSTER_SHARE_BYTES // size} && n_rows >= NUM_SMS",
+    }
     return [
         Config(
             {"HELD": held, "PER_SM": 3, "CLUSTER": c},
             num_warps=16,
             num_stages=1,
             cluster=c,
-            when=f"n_cols <= {held * c}",
+            when=f"{rows[c]} && n_cols <= {held * c}",
         )
         for c in (4, 8)
     ]

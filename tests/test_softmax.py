@@ -80,7 +80,7 @@ HELD_LENGTHS = {"float16": SIXTEEN_BIT, "bfloat16": SIXTEEN_BIT, "float32": FLOA
 @pytest.mark.gpu
 def test_held_rows(rng, poison):
     """Rows of 8193-262144 16-bit elements (131072 float32) take Hopper's softmax_held_kernel (a program per row) or
-    softmax_cluster_kernel (a cluster of programs per row) where csrc/ops/softmax.c sends them, softmax_kernel
+    softmax_cluster_kernel (a cluster of programs per row) where their configs send them, softmax_kernel
     elsewhere: every length above, rows a stride apart, a row of -inf (NaN out) and one whose first half is -inf (its
     max comes late, in another program of a cluster). Every output is checked written (poisoned with NaN); 24 rows,
     the -inf ones among them, against float64."""

@@ -3,43 +3,16 @@
 
 #define MAX_ROW (INT32_MAX - 65535) /* 2^31 - 65536 elements */
 /* softmax_kernel holds rows of up to REGISTER_ROW elements whole in registers and loops over longer ones, reading
- * x twice (the second time from L2 when the row is still there). On Hopper, softmax_held_kernel copies rows of up to
- * HELD_BYTES (plus TAIL_BYTES in registers: 131072 16-bit elements, 65536 float32; its configs' `when` bound the
- * length, kernels_src/softmax.py) into shared memory and reads x once: H100, bf16, 4096 x 8208 2.32 -> 2.80 TB/s,
- * 4096 x 32000 2.56-2.68 -> 2.92, 1024 x 100000 2.35 -> 2.74 (softmax). With fewer than HELD_ROWS_PER_SM rows per
- * multiprocessor its programs load, reduce and store in lockstep with nothing to overlap, and the loop wins: 132 x
- * 100000 1.92 against 2.49, 264 x 50304 2.27 against 2.69; 528 rows of either length gained 1-7%
- * (h100-2026-11-26-experiments.md, stop 31).
- * Rows past HELD_BYTES, which the held kernel takes one program per multiprocessor, go to softmax_cluster_kernel
- * instead: a cluster of 4 or 8 programs per row, each holding a share of up to 64 KB, three to a multiprocessor (rows
- * of up to 262144 16-bit elements, 131072 float32). It takes
- * - rows of the held kernel's register tail from CLUSTER_ROWS_PER_SM up to TAIL_ROWS_PER_SM rows per multiprocessor
- *   (H100, bf16 x 128256, softmax / log_softmax TB/s: 1024 rows 2.65 / 2.66 -> 2.74 / 2.81); the loop reads faster
- *   below (132 rows: 2.50 against 2.18), the held kernel's tail as fast from TAIL_ROWS_PER_SM (2112 rows: 2.82);
- * - rows past the held kernel's reach from one row per multiprocessor where each share holds at least
- *   CLUSTER_SHARE_BYTES (bf16 x 256000: 2.06-2.19 -> 2.44-2.82; float32 512 x 131072: 2.19 -> 2.83); shares of
- *   35 KB (bf16 x 140000) read 10-17% below the loop (h100-2026-11-27-experiments.md, stop 40).
- * The kernels take the same arguments (kernels_src/softmax.py's ROW_LAUNCH), so one struct serves them all; the
- * other kernels' one key is the first. */
+ * x twice (the second time from L2 when the row is still there). On Hopper, softmax and log_softmax rows past it may
+ * be held in shared memory and read once: by a cluster of programs per row (softmax_cluster_kernel, rows past 224
+ * KB), else a program per row (softmax_held_kernel), where their configs' `when` holds (kernels_src/softmax.py: the
+ * rows per multiprocessor where each read faster than the loop). The kernels take the same arguments
+ * (kernels_src/softmax.py's ROW_LAUNCH), so one struct serves them all; the other kernels' one key is the first. */
 #define REGISTER_ROW 8192
-#define HELD_ROWS_PER_SM 4
-#define HELD_BYTES (224 * 1024)
-#define TAIL_BYTES (32 * 1024)
-#define CLUSTER_ROWS_PER_SM 4
-#define TAIL_ROWS_PER_SM 16
-#define CLUSTER_SHARE_BYTES (48 * 1024)
-#define LARGEST_CLUSTER 8
 _Static_assert(sizeof(xk_softmax_held_kernel_args) == sizeof(xk_softmax_kernel_args),
                "softmax_kernel and softmax_held_kernel share their arguments");
 _Static_assert(sizeof(xk_softmax_cluster_kernel_args) == sizeof(xk_softmax_kernel_args),
                "softmax_kernel and softmax_cluster_kernel share their arguments");
-
-/* Whether softmax_cluster_kernel takes `rows` rows of `bytes` bytes (see above). */
-static int takes_clusters(int64_t rows, int64_t bytes, int sm_count) {
-  if (bytes <= HELD_BYTES) return 0;
-  if (bytes > HELD_BYTES + TAIL_BYTES) return bytes >= LARGEST_CLUSTER * CLUSTER_SHARE_BYTES && rows >= sm_count;
-  return rows >= (int64_t)CLUSTER_ROWS_PER_SM * sm_count && rows < (int64_t)TAIL_ROWS_PER_SM * sm_count;
-}
 
 xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_tensor *out, int kind, void *stream) {
   static const char op[] = "softmax";
@@ -79,13 +52,9 @@ xopsaot_status xopsaot_softmax_family(const xopsaot_tensor *x, const xopsaot_ten
                                  .n_cols = (int32_t)n, .mode = kind, .n_rows = rows};
   xk_softmax_kernel_keys keys = {x->dtype, kind == XOPSAOT_LOGSUMEXP};
   if (kind != XOPSAOT_LOGSUMEXP && n > REGISTER_ROW) { /* logsumexp reads its row once anyway */
-    int sm_count = 0;
-    XO_TRY(xo_device_sm_count(x->device, &sm_count));
-    if (takes_clusters(rows, n * xo_dtype_size(x->dtype), sm_count) &&
-        xo_can_launch(&xk_softmax_cluster_kernel, &keys.T, &args, x->device))
+    if (xo_can_launch(&xk_softmax_cluster_kernel, &keys.T, &args, x->device))
       return xo_launch(&xk_softmax_cluster_kernel, &keys.T, &args, x->device, stream);
-    if (rows >= (int64_t)HELD_ROWS_PER_SM * sm_count &&
-        xo_can_launch(&xk_softmax_held_kernel, &keys.T, &args, x->device))
+    if (xo_can_launch(&xk_softmax_held_kernel, &keys.T, &args, x->device))
       return xo_launch(&xk_softmax_held_kernel, &keys.T, &args, x->device, stream);
   }
   return xo_launch(&xk_softmax_kernel, &keys.T, &args, x->device, stream);
