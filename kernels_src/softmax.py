@@ -140,7 +140,9 @@ def held_configs(target: Target, keys) -> list[Config]:
     """softmax_held_kernel: rows of up to 32 KB six programs to a multiprocessor, 64 KB three, 112 KB two and 224 KB
     one, then 224 KB with two more 16-byte vectors per thread in registers (16-bit rows of up to 131072 elements,
     float32 of up to 65536); a step is one 16-byte vector per thread. Only rows past REGISTER_ROW come here (float32
-    has no 32 KB config), from HELD_ROWS_PER_SM rows per multiprocessor, the tail from TAIL_ROWS_PER_SM."""
+    has no 32 KB config), from HELD_ROWS_PER_SM rows per multiprocessor, the tail from TAIL_ROWS_PER_SM. x is read
+    once, where the loop reads it twice: H100, bf16, softmax 4096 x 8208 2.32 -> 2.80 TB/s, 4096 x 32000 2.56-2.68 ->
+    2.92, 1024 x 100000 2.35 -> 2.74 (h100-2026-11-26-experiments.md, stop 31)."""
     size = ELEMENT_BYTES[keys["T"]]
     configs = []
     for kb, per_sm, warps in ((32, 6, 8), (64, 3, 16), (112, 2, 16), (224, 1, 32)):
