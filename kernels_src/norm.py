@@ -427,11 +427,26 @@ def group_cluster_configs(target: Target, keys) -> list[Config]:
     ]
 
 
+# group_norm_held_kernel takes groups from a full wave of its programs (GROUP_HELD_PER_SM per multiprocessor; that
+# many groups are never split, csrc/ops/norm.c). With less, its programs load, sum and store in lockstep, with no
+# program in another phase to overlap: at 384 groups of 32768 it lost to the two-pass kernel on an H100 (2.17-2.28
+# against 2.25-2.71 TB/s with x in L2, 2.42-2.46 against 2.38-2.39 without); at 512-1024 it gained 8-16%
+# (h100-2026-11-24-experiments.md, stop 27).
+GROUP_HELD_PER_SM = 3
+
+
 def group_held_configs(target: Target, keys) -> list[Config]:
     """group_norm_held_kernel: groups of up to 64 KB in shared memory (three programs per multiprocessor), in
-    steps of 4096 elements; the C side asks for it only where `when` holds."""
+    steps of 4096 elements, from GROUP_HELD_PER_SM groups per multiprocessor."""
     held = 65536 // ELEMENT_BYTES[keys["T"]]
-    return [Config({"HELD": held, "CHUNK": 4096}, num_warps=8, num_stages=1, when=f"n_elems <= {held}")]
+    return [
+        Config(
+            {"HELD": held, "CHUNK": 4096},
+            num_warps=8,
+            num_stages=1,
+            when=f"n_elems <= {held} && n_rows >= {GROUP_HELD_PER_SM} * NUM_SMS",
+        )
+    ]
 
 
 # What Hopper's group_norm_held_kernel and group_norm_cluster_kernel take: a program (or a cluster of them) per
@@ -490,15 +505,20 @@ ROW_NORM_LAUNCH = dict(
 REGISTER_ROW = 32768  # rows up to this long stay in row_norm_kernel's registers (csrc/ops/norm.c)
 HELD_RING = 4  # the second input's steps in flight in row_norm_held_kernel
 WHOLE_ROW = -1  # a plan's ring as long as the row: the second input held whole beside x
+# row_norm_held_kernel takes rows from HELD_ROWS_PER_SM rows per multiprocessor: H100, bf16, 4096 x 50304 rms / layer
+# norm 2.51 / 1.94 -> 2.86 / 2.79 TB/s, with residual 2.14 -> 2.96; at 528 x 40000 (four rows per multiprocessor)
+# layer_norm, the residual and the gate forms gained 9-10%, rms_norm lost 7% (h100-2026-11-26-experiments.md, stop
+# 31); 2048 x 65536 with residual 2.10 -> 2.87 (stop 32).
+HELD_ROWS_PER_SM = 4
 
 
 def row_held_configs(target: Target | None, keys) -> list[Config]:
-    """row_norm_held_kernel: rows past REGISTER_ROW, of up to 112 KB two programs to a multiprocessor and 224 KB one,
-    the first config whose predicate holds taken. A step is one 16-byte vector per thread. A second input (residual
-    or gate) streams through a ring of HELD_RING steps, whose room comes off the row's; a gate after the norm, on one
-    program per multiprocessor, is instead held whole beside x (a ring as long as the row), which read 2.83 TB/s on
-    4096 x 50304 where its ring read 2.40 (wheel_ab.py held_pairs, h100-2026-11-26-experiments.md). Keys with no row
-    past REGISTER_ROW to hold compile nothing.
+    """row_norm_held_kernel: rows past REGISTER_ROW from HELD_ROWS_PER_SM rows per multiprocessor, of up to 112 KB two
+    programs to a multiprocessor and 224 KB one, the first config whose predicate holds taken. A step is one 16-byte
+    vector per thread. A second input (residual or gate) streams through a ring of HELD_RING steps, whose room comes
+    off the row's; a gate after the norm, on one program per multiprocessor, is instead held whole beside x (a ring as
+    long as the row), which read 2.83 TB/s on 4096 x 50304 where its ring read 2.40 (wheel_ab.py held_pairs,
+    h100-2026-11-26-experiments.md). Keys with no row past REGISTER_ROW to hold compile nothing.
 
     Clusters, each program holding a share of the row: of 4 for rows past the one-program plans, to 448 KB (x alone)
     or 320 KB (with a second input), two programs per multiprocessor; x alone first in shares of 64 KB three per
@@ -533,13 +553,14 @@ def row_held_configs(target: Target | None, keys) -> list[Config]:
         plans += [(64, 3, 16, 0, 4, "")]
     pairs = 2 * room(112, 16, ring)[0]  # the clusters of 2's rows, which a gate after the norm leaves to the loop
     plans += [(112, 2, 16, ring, 4, f"(gate_pre != 0 || n_cols > {pairs}) && " if keys["HAS_GATE"] else "")]
+    enough_rows = f"n_rows >= {HELD_ROWS_PER_SM} * NUM_SMS && "
     configs = []
     for kb, per_sm, warps, ring, cluster, predicate in plans:
         held, ring = room(kb, warps, ring)
         if held * cluster > REGISTER_ROW:
             constexprs = {"HELD": held, "RING": ring, "PER_SM": per_sm} | ({"CLUSTER": cluster} if cluster > 1 else {})
             configs.append(Config(constexprs, num_warps=warps, num_stages=1, cluster=cluster,
-                                  when=f"{predicate}n_cols <= {held * cluster}"))  # fmt: skip
+                                  when=f"{enough_rows}{predicate}n_cols <= {held * cluster}"))  # fmt: skip
     return configs
 
 

@@ -30,15 +30,10 @@ static xopsaot_status check_vector(const xopsaot_tensor *x, const xopsaot_tensor
 /* row_norm_kernel holds rows of up to NORM_REGISTER_ROW elements in registers and loops over longer ones, reading x
  * twice (the second time from L2 when the row is still there). On Hopper, row_norm_held_kernel copies rows of up to
  * 224 KB (with a residual or a gate streamed beside them, 160 KB), and in thread-block clusters of 4 programs up to
- * 448 KB (320 KB), into shared memory (its configs' `when` bound the length and choose the form) and reads them once,
- * from NORM_HELD_ROWS_PER_SM rows per multiprocessor: H100, bf16, 4096 x 50304 rms /
- * layer norm 2.51 / 1.94 -> 2.86 / 2.79 TB/s, with residual 2.14 -> 2.96; at 528 x 40000 (four rows per
- * multiprocessor) layer_norm, the residual and the gate forms gained 9-10%, rms_norm lost 7%
- * (h100-2026-11-26-experiments.md, stop 31); 2048 x 65536 with residual 2.10 -> 2.87 (stop 32). Both
- * kernels take the same arguments and keys (kernels_src/norm.py's ROW_NORM_LAUNCH), so one struct of each serves
- * both. */
+ * 448 KB (320 KB), into shared memory and reads them once, where its configs' `when` holds (kernels_src/norm.py: the
+ * length, the form, and the rows per multiprocessor where it read faster than the loop). Both kernels take the same
+ * arguments and keys (kernels_src/norm.py's ROW_NORM_LAUNCH), so one struct of each serves both. */
 #define NORM_REGISTER_ROW 32768
-#define NORM_HELD_ROWS_PER_SM 4
 _Static_assert(sizeof(xk_row_norm_held_kernel_args) == sizeof(xk_row_norm_kernel_args) &&
                    sizeof(xk_row_norm_held_kernel_keys) == sizeof(xk_row_norm_kernel_keys),
                "row_norm_kernel and row_norm_held_kernel share their arguments");
@@ -86,13 +81,8 @@ xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_tensor *weigh
       .has_weight = weight != NULL, .has_bias = bias != NULL, .gate_silu = o->gate_act == XOPSAOT_GATE_SILU,
       .gate_pre = o->gate_pre != 0, .n_rows = rows};
   xk_row_norm_kernel_keys keys = {x->dtype, residual != NULL, gate != NULL};
-  if (n > NORM_REGISTER_ROW) {
-    int sm_count = 0;
-    XO_TRY(xo_device_sm_count(x->device, &sm_count));
-    if (rows >= (int64_t)NORM_HELD_ROWS_PER_SM * sm_count &&
-        xo_can_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device))
-      return xo_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device, stream);
-  }
+  if (n > NORM_REGISTER_ROW && xo_can_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device))
+    return xo_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device, stream);
   return xo_launch(&xk_row_norm_kernel, &keys.T, &args, x->device, stream);
 }
 
@@ -115,14 +105,10 @@ xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *w
 #define GROUP_SPLIT_BELOW_PER_SM 2
 #define GROUP_PROGRAMS_PER_SM 4
 #define GROUP_MAX_ELEMS ((int64_t)INT32_MAX + 1 - GROUP_CHUNK)
-/* Hopper's group_norm_held_kernel copies a group of up to 64 KB whole into shared memory (3 programs per
- * multiprocessor) and reads x once. With less than a full wave its programs load, sum and store in lockstep, with
- * no program in another phase to overlap: at 384 groups of 32768 it lost to the two-pass kernel on an H100
- * (2.17-2.28 against 2.25-2.71 TB/s with x in L2, 2.42-2.46 against 2.38-2.39 without); at 512-1024 it gained
- * 8-16% (h100-2026-11-24-experiments.md, stop 27). */
-#define GROUP_HELD_PER_SM 3
-/* Longer groups, of 48-64 KB a program, are held by a thread-block cluster of 2, 4 or 8 programs
- * (group_norm_cluster_kernel) where its configs' `when` holds: two waves of programs or more (kernels_src/norm.py). */
+/* On Hopper, groups that fit shared memory are held there and x is read once: groups of up to 64 KB by a program
+ * each (group_norm_held_kernel), longer ones of 48-64 KB a program by a thread-block cluster of 2, 4 or 8 programs
+ * (group_norm_cluster_kernel), where their configs' `when` holds (kernels_src/norm.py: the sizes, and the programs
+ * per multiprocessor where each read faster than the two passes). */
 _Static_assert(sizeof(xk_group_norm_cluster_kernel_args) == sizeof(xk_group_norm_held_kernel_args),
                "group_norm_held_kernel and group_norm_cluster_kernel share their arguments");
 
@@ -166,7 +152,6 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
     int sm_count = 0;
     XO_TRY(xo_device_sm_count(x->device, &sm_count));
     splits = group_splits(rows, per_group, sm_count, &chunk);
-    /* unsplit long groups that fit its shared memory (its config's `when`), a full wave of them at least */
     xk_group_norm_held_kernel_args held = {
         .X = x->data, .W = weight ? weight->data : x->data, .B = bias ? bias->data : x->data, .Y = out->data,
         .n_elems = per_group, .spatial = (int32_t)spatial, .channels_per_group = (int32_t)(channels / num_groups),
@@ -175,8 +160,7 @@ xopsaot_status xopsaot_group_norm(const xopsaot_tensor *x, const xopsaot_tensor 
     xk_group_norm_held_kernel_keys held_keys = {x->dtype};
     if (xo_can_launch(&xk_group_norm_cluster_kernel, &held_keys.T, &held, x->device))
       return xo_launch(&xk_group_norm_cluster_kernel, &held_keys.T, &held, x->device, stream);
-    if (splits == 1 && rows >= (int64_t)GROUP_HELD_PER_SM * sm_count &&
-        xo_can_launch(&xk_group_norm_held_kernel, &held_keys.T, &held, x->device))
+    if (xo_can_launch(&xk_group_norm_held_kernel, &held_keys.T, &held, x->device))
       return xo_launch(&xk_group_norm_held_kernel, &held_keys.T, &held, x->device, stream);
     programs_per_sm = rows * splits / sm_count; /* the long groups' configs look at it (kernels_src/norm.py) */
   }
