@@ -1,6 +1,6 @@
 """Emit what the C library links from the compiled variants:
 
-xk_kernels.h   per kernel: its args struct, keys struct and key indices, for the op layer (csrc/ops)
+xk_kernels.h   per kernel: its args struct, keys struct, key indices and exports, for the op layer (csrc/ops)
 xk_kernels.c   the variant table, grid and predicate functions, the kernel descriptors
 xk_blob.S      .incbin of kernels.bin: binaries are linked as data, not compiled as C array literals
 kernels.bin    the binaries, each 128-byte aligned
@@ -123,6 +123,8 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
         header += [f"typedef struct {k}_keys {{", *key_fields, f"}} {k}_keys;"]
         for i, key in enumerate(keys):
             header.append(f"#define {k.upper()}_KEY_{key.upper()} {i}")
+        for export, value in kernel.exports.items():
+            header.append(f"#define {k.upper()}_{export} {value}")
         header += [f"extern const xo_kernel {k} XO_INTERNAL;", ""]
 
         # source: argument table, names, grid and predicates
@@ -314,6 +316,7 @@ def kernel_entry(kernel: Kernel) -> dict:
         "grid_args": [a.name for a in kernel.grid_args],
         "keys": {k: list(v) for k, v in kernel.keys.items()},
         "grid": list(kernel.grid),
+        "exports": dict(kernel.exports),
     }
 
 

@@ -175,6 +175,9 @@ class Kernel:
     targets: a predicate on Target to leave out targets the kernel cannot serve (default: all).
     grid_args: integer values the op passes for the grid and predicates only (not kernel parameters).
     combos:  a predicate on the key values ({axis: value}) to compile only some combinations of the axes.
+    exports: integers of the kernel's shape that the op layer sizes its launches by (a reduction's width, a block
+             the op's arithmetic must stay below), emitted in xk_kernels.h as XK_<KERNEL>_<NAME>: one source for
+             a number both sides use.
     """
 
     fn: Any
@@ -187,6 +190,7 @@ class Kernel:
     targets: Callable[[Target], bool] = lambda target: True
     grid_args: Sequence[Arg] = ()
     combos: Callable[[Mapping[str, Any]], bool] = lambda values: True
+    exports: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -241,6 +245,9 @@ class Kernel:
         for axis in self.constexpr_axes():
             if axis not in jit_names:
                 raise ValueError(f"{self.name}: key {axis} is not a parameter of the kernel")
+        for name, value in self.exports.items():
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name) or type(value) is not int:
+                raise ValueError(f"{self.name}: export {name}={value!r} needs an upper-case name and an int value")
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

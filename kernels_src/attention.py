@@ -614,6 +614,9 @@ def decode_tma_configs(target: Target, keys) -> list[Config]:
     return configs
 
 
+COMBINE_MAX_SPLITS = 128  # the most slices of a split decode step (python/xopsaot/_ops/attention.py's MAX_SPLITS)
+
+
 def aligned_stride(name: str) -> object:
     return i64(name, aligned=True, divisor=8)
 
@@ -807,8 +810,9 @@ KERNELS = [
         keys={"T": ["fp16", "bf16"], "BLOCK_D": [64, 128, 256]},
         grid_args=[i64("rows")],
         grid=["rows", "1", "1"],
-        configs=[Config({"MAX_SPLITS": 128, "SPLIT_CHUNK": 32}, num_warps=4, num_stages=1)],
+        configs=[Config({"MAX_SPLITS": COMBINE_MAX_SPLITS, "SPLIT_CHUNK": 32}, num_warps=4, num_stages=1)],
         aligned=ALIGNED_ONLY,
+        exports={"MAX_SPLITS": COMBINE_MAX_SPLITS},
     ),
     Kernel(
         fn=kv_append,

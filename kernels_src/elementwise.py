@@ -478,6 +478,7 @@ def strided_configs(target, keys) -> list[Config]:
 
 
 SCALARS = [f32("fa"), f32("fb"), i64("ia"), i64("ib"), f32("fs"), i64("is_")]
+FLAT_BLOCK = 1024  # elements per program of elementwise_kernel
 
 KERNELS = [
     Kernel(
@@ -497,8 +498,9 @@ KERNELS = [
         keys={"T": TYPES, "O": TYPES, "OPS": [1, 2, 3], "FIXED_OP": [0, *FIXED_OPS]},
         combos=flat_combos,
         grid=["cdiv(n, BLOCK)", "1", "1"],
-        configs=[Config({"BLOCK": 1024}, num_warps=4)],
+        configs=[Config({"BLOCK": FLAT_BLOCK}, num_warps=4)],
         aligned=ALIGNED_ONLY,
+        exports={"BLOCK": FLAT_BLOCK},  # inner stays below 2**31 - BLOCK (int32 column arithmetic)
     ),
     Kernel(
         fn=elementwise_strided_kernel,

@@ -221,7 +221,7 @@ def _write_step(X, Y, W, B, c, end, shift, mean_shifted, rstd, first_channel, sp
     _store_group(Y, W, B, c, mask, x_hat, first_channel + c // spatial, has_weight, has_bias, EVICTION)
 
 
-# The most programs a group is split over (csrc/ops/norm.c holds the same number).
+# The most programs a group is split over (exported to csrc/ops/norm.c).
 GROUP_NORM_MAX_SPLITS = tl.constexpr(64)
 
 
@@ -502,7 +502,7 @@ ROW_NORM_LAUNCH = dict(
     grid=["n_rows", "1", "1"],
 )
 
-REGISTER_ROW = 32768  # rows up to this long stay in row_norm_kernel's registers (csrc/ops/norm.c)
+REGISTER_ROW = NORM_ROW_BLOCKS[-1][0]  # rows up to this long stay in row_norm_kernel's registers
 HELD_RING = 4  # the second input's steps in flight in row_norm_held_kernel
 WHOLE_ROW = -1  # a plan's ring as long as the row: the second input held whole beside x
 # row_norm_held_kernel takes rows from HELD_ROWS_PER_SM rows per multiprocessor: H100, bf16, 4096 x 50304 rms / layer
@@ -553,14 +553,14 @@ def row_held_configs(target: Target | None, keys) -> list[Config]:
         plans += [(64, 3, 16, 0, 4, "")]
     pairs = 2 * room(112, 16, ring)[0]  # the clusters of 2's rows, which a gate after the norm leaves to the loop
     plans += [(112, 2, 16, ring, 4, f"(gate_pre != 0 || n_cols > {pairs}) && " if keys["HAS_GATE"] else "")]
-    enough_rows = f"n_rows >= {HELD_ROWS_PER_SM} * NUM_SMS && "
+    past_registers = f"n_cols > {REGISTER_ROW} && n_rows >= {HELD_ROWS_PER_SM} * NUM_SMS && "
     configs = []
     for kb, per_sm, warps, ring, cluster, predicate in plans:
         held, ring = room(kb, warps, ring)
         if held * cluster > REGISTER_ROW:
             constexprs = {"HELD": held, "RING": ring, "PER_SM": per_sm} | ({"CLUSTER": cluster} if cluster > 1 else {})
             configs.append(Config(constexprs, num_warps=warps, num_stages=1, cluster=cluster,
-                                  when=f"{enough_rows}{predicate}n_cols <= {held * cluster}"))  # fmt: skip
+                                  when=f"{past_registers}{predicate}n_cols <= {held * cluster}"))  # fmt: skip
     return configs
 
 
@@ -603,6 +603,8 @@ KERNELS = [
         grid_args=[i64("n_rows"), i64("splits"), i64("programs_per_sm")],
         grid=["n_rows", "splits", "1"],
         configs=group_norm_configs(),
+        # groups longer than WHOLE_BLOCK may be split, into chunks of a multiple of LOOP_BLOCK, MAX_SPLITS at most
+        exports={"WHOLE_BLOCK": ROW_BLOCKS[-1][0], "LOOP_BLOCK": LOOP_BLOCK, "MAX_SPLITS": GROUP_NORM_MAX_SPLITS.value},
     ),
     Kernel(fn=group_norm_held_kernel, configs=group_held_configs, **GROUP_HELD_LAUNCH),
     Kernel(fn=group_norm_cluster_kernel, configs=group_cluster_configs, **GROUP_HELD_LAUNCH),

@@ -275,9 +275,9 @@ def scan_types(values) -> bool:
 
 ROWS = Config({"BLOCK_T": 2048, "BLOCK_I": 1}, num_warps=4, when="inner == 1")
 # cumsum (op 0) over lanes: 512 lanes over 2 warps, every thread holding all BLOCK_T positions of its 8 lanes, so the
-# tile's scan along its rows stays in registers (csrc/ops/scan.c's SCAN_CUMSUM_LANES is this BLOCK_I)
+# tile's scan along its rows stays in registers
 CUMSUM_LANES = Config({"BLOCK_T": 8, "BLOCK_I": 512}, num_warps=2, when="op == 0")
-# logcumsumexp over lanes (SCAN_LANES): the wide tile and a loop over positions ran it slower (see above)
+# logcumsumexp over lanes: the wide tile and a loop over positions ran it slower (see above)
 LANES = Config({"BLOCK_T": 32, "BLOCK_I": 64}, num_warps=4)
 
 
@@ -319,6 +319,8 @@ KERNELS = [
         grid_args=[i64("segments"), i64("parts")],
         grid=["segments", "cdiv(inner, BLOCK_I)", "parts"],
         configs=scan_configs,
+        # the lanes a program takes, by which csrc/ops/scan.c counts the programs before it chunks the scan dim
+        exports={"LANES": LANES.constexprs["BLOCK_I"], "CUMSUM_LANES": CUMSUM_LANES.constexprs["BLOCK_I"]},
     ),
     Kernel(
         fn=scan_totals_kernel,

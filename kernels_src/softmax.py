@@ -116,7 +116,7 @@ def softmax_configs(target, keys) -> list[Config]:
     return row_configs(blocks=SOFTMAX_ROW_BLOCKS, longer=() if keys["LSE"] else LONG_ROW_CONFIGS)
 
 
-REGISTER_ROW = 8192  # rows up to this long stay in softmax_kernel's registers (csrc/ops/softmax.c)
+REGISTER_ROW = SOFTMAX_ROW_BLOCKS[-1][0]  # softmax_kernel's largest block; longer rows may take the Hopper kernels
 
 # Where the Hopper kernels read faster than softmax_kernel's loop, by rows per multiprocessor (H100, bf16, softmax /
 # log_softmax TB/s). With fewer than HELD_ROWS_PER_SM, the held kernel's programs load, reduce and store in lockstep
@@ -128,12 +128,13 @@ REGISTER_ROW = 8192  # rows up to this long stay in softmax_kernel's registers (
 # clusters of 8 from one row per multiprocessor where each share holds at least CLUSTER_SHARE_BYTES (bf16 x 256000:
 # 2.06-2.19 -> 2.44-2.82; float32 512 x 131072: 2.19 -> 2.83); shares of 35 KB (bf16 x 140000) read 10-17% below
 # the loop (h100-2026-11-27-experiments.md, stop 40). csrc/ops/softmax.c tries the clusters, then the held kernel,
-# on rows past REGISTER_ROW, the first config whose `when` holds taken.
+# the first config whose `when` holds taken.
 HELD_ROWS_PER_SM = 4
 TAIL_ROWS_PER_SM = 16
 CLUSTER_ROWS_PER_SM = 4
 CLUSTER_SHARE_BYTES = 48 * 1024
 HELD_BYTES = 224 * 1024  # one program's rows; past them, a cluster's shares
+PAST_REGISTERS = f"n_cols > {REGISTER_ROW} && "  # the held configs' first condition (the clusters' rows are longer)
 
 
 def held_configs(target: Target, keys) -> list[Config]:
@@ -148,11 +149,11 @@ def held_configs(target: Target, keys) -> list[Config]:
     for kb, per_sm, warps in ((32, 6, 8), (64, 3, 16), (112, 2, 16), (224, 1, 32)):
         held = kb * 1024 // size
         if held > REGISTER_ROW:
-            configs.append(Config({"HELD": held, "PER_SM": per_sm}, num_warps=warps, num_stages=1,
-                                  when=f"n_cols <= {held} && n_rows >= {HELD_ROWS_PER_SM} * NUM_SMS"))  # fmt: skip
+            when = f"{PAST_REGISTERS}n_cols <= {held} && n_rows >= {HELD_ROWS_PER_SM} * NUM_SMS"
+            configs.append(Config({"HELD": held, "PER_SM": per_sm}, num_warps=warps, num_stages=1, when=when))
     held, tail = HELD_BYTES // size, 2 * 16 * 32 * 32 // size
-    configs.append(Config({"HELD": held, "PER_SM": 1, "TAIL": tail}, num_warps=32, num_stages=1,
-                          when=f"n_cols <= {held + tail} && n_rows >= {TAIL_ROWS_PER_SM} * NUM_SMS"))  # fmt: skip
+    when = f"{PAST_REGISTERS}n_cols <= {held + tail} && n_rows >= {TAIL_ROWS_PER_SM} * NUM_SMS"
+    configs.append(Config({"HELD": held, "PER_SM": 1, "TAIL": tail}, num_warps=32, num_stages=1, when=when))
     return configs
 
 

@@ -152,6 +152,27 @@ def test_manifest_records_what_a_variant_needs():
     assert _library.library().xopsaot_variant_count() == len(MANIFEST["variants"])
 
 
+def test_exports_are_the_compiled_shapes():
+    """The integers kernels_src exports to the op layer's C (aot.spec.Kernel.exports, in the generated header) are
+    those the kernels' variants compile: the limits and block sizes C sizes its launches by."""
+    exports = {k["name"]: k["exports"] for k in MANIFEST["kernels"]}
+
+    def compiled(kernel, name, **where):
+        found = {v["constexprs"][name] for v in MANIFEST["variants"]
+                 if v["kernel"] == kernel and all(v["constexprs"].get(k) == x for k, x in where.items())}  # fmt: skip
+        assert found, (kernel, name, where)
+        return found
+
+    assert compiled("attn_combine", "MAX_SPLITS") == {exports["attn_combine"]["MAX_SPLITS"]} == {128}
+    assert compiled("elementwise_kernel", "BLOCK") == {exports["elementwise_kernel"]["BLOCK"]}
+    scan = exports["scan_kernel"]
+    assert compiled("scan_kernel", "BLOCK_I") - {1} == {scan["LANES"], scan["CUMSUM_LANES"]}
+    group = exports["group_norm_kernel"]
+    assert max(compiled("group_norm_kernel", "BLOCK_N", LOOP=False)) == group["WHOLE_BLOCK"]
+    assert group["LOOP_BLOCK"] in compiled("group_norm_kernel", "BLOCK_N", LOOP=True)
+    assert compiled("group_norm_stats_kernel", "BLOCK_N") == {group["LOOP_BLOCK"]}
+
+
 def test_only_cluster_kernels_launch_in_clusters():
     """A variant launched in thread-block clusters (aot.spec.Config.cluster) is a Hopper *_cluster_kernel one, or
     row_norm_held_kernel's with a CLUSTER constexpr, whose CLUSTER programs per row make one cluster; every other

@@ -7,7 +7,7 @@
 
 #define UNLIMITED_WINDOW (1 << 30)
 #define MAX_SEQLEN (1 << 28) /* keeps diagonal +- window arithmetic inside int32 */
-#define MAX_SPLITS 128       /* attn_combine's MAX_SPLITS */
+#define MAX_SPLITS XK_ATTN_COMBINE_MAX_SPLITS /* the most slices attn_combine merges */
 #define MAX_HEAD_DIM 256
 
 /* One attention problem in the kernel's terms. Sequence tensors are described by strides (batch, seq, head);

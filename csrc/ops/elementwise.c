@@ -9,7 +9,7 @@
 enum { KIND_FLOAT = 1, KIND_INT = 2, KIND_BOOL = 4, KIND_ALL = 7 };
 enum { X, Y, OUT, OPERANDS };
 enum { MODE_CONTIGUOUS, MODE_ONE, MODE_ROW, MODE_COLUMN, MODE_SCALAR }; /* elementwise_kernel's operand modes */
-#define FLAT_BLOCK 1024 /* elementwise_kernel's BLOCK: inner must stay below 2**31 - BLOCK (int32 column math) */
+#define FLAT_BLOCK XK_ELEMENTWISE_KERNEL_BLOCK /* inner must stay below 2**31 - BLOCK (int32 column math) */
 #define STRIDED_DIMS 4
 
 typedef struct {

@@ -27,13 +27,12 @@ static xopsaot_status check_vector(const xopsaot_tensor *x, const xopsaot_tensor
   return XOPSAOT_SUCCESS;
 }
 
-/* row_norm_kernel holds rows of up to NORM_REGISTER_ROW elements in registers and loops over longer ones, reading x
- * twice (the second time from L2 when the row is still there). On Hopper, row_norm_held_kernel copies rows of up to
- * 224 KB (with a residual or a gate streamed beside them, 160 KB), and in thread-block clusters of 4 programs up to
- * 448 KB (320 KB), into shared memory and reads them once, where its configs' `when` holds (kernels_src/norm.py: the
+/* row_norm_kernel holds rows of up to 32768 elements in registers and loops over longer ones, reading x twice (the
+ * second time from L2 when the row is still there). On Hopper, row_norm_held_kernel copies longer rows of up to 224
+ * KB (with a residual or a gate streamed beside them, 160 KB), and in thread-block clusters of 4 programs up to 448
+ * KB (320 KB), into shared memory and reads them once, where its configs' `when` holds (kernels_src/norm.py: the
  * length, the form, and the rows per multiprocessor where it read faster than the loop). Both kernels take the same
  * arguments and keys (kernels_src/norm.py's ROW_NORM_LAUNCH), so one struct of each serves both. */
-#define NORM_REGISTER_ROW 32768
 _Static_assert(sizeof(xk_row_norm_held_kernel_args) == sizeof(xk_row_norm_kernel_args) &&
                    sizeof(xk_row_norm_held_kernel_keys) == sizeof(xk_row_norm_kernel_keys),
                "row_norm_kernel and row_norm_held_kernel share their arguments");
@@ -81,7 +80,7 @@ xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_tensor *weigh
       .has_weight = weight != NULL, .has_bias = bias != NULL, .gate_silu = o->gate_act == XOPSAOT_GATE_SILU,
       .gate_pre = o->gate_pre != 0, .n_rows = rows};
   xk_row_norm_kernel_keys keys = {x->dtype, residual != NULL, gate != NULL};
-  if (n > NORM_REGISTER_ROW && xo_can_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device))
+  if (xo_can_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device))
     return xo_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device, stream);
   return xo_launch(&xk_row_norm_kernel, &keys.T, &args, x->device, stream);
 }
@@ -93,15 +92,15 @@ xopsaot_status xopsaot_rms_norm(const xopsaot_tensor *x, const xopsaot_tensor *w
   return xopsaot_norm(x, weight, NULL, residual, NULL, out, residual_out, &o, stream);
 }
 
-/* group_norm's long groups (more elements than its largest whole block, kernels_src/_rows.py) are split over
- * programs in chunks of a multiple of the looping block when there are fewer than 2 groups per multiprocessor, into
- * enough chunks for 4 programs per multiprocessor: a first launch sums each chunk into a float32 workspace, the
- * second adds a group's sums (a fixed order: the same result on every run) and normalizes each chunk. On the H100
+/* group_norm's long groups (more elements than its largest whole block) are split over programs in chunks of a
+ * multiple of the looping block when there are fewer than 2 groups per multiprocessor, into enough chunks for 4
+ * programs per multiprocessor: a first launch sums each chunk into a float32 workspace, the second adds a group's
+ * sums (a fixed order: the same result on every run) and normalizes each chunk. On the H100
  * (benchmarks/experiments/group_norm_split.py) 512 groups ran fastest unsplit, 32 to 256 groups 1.1-4.5x faster
- * split. GROUP_MAX_SPLITS is kernels_src/norm.py's GROUP_NORM_MAX_SPLITS. */
-#define GROUP_SPLIT_MIN 8192
-#define GROUP_CHUNK 4096
-#define GROUP_MAX_SPLITS 64
+ * split. The blocks and the most splits are group_norm_kernel's exports (kernels_src/norm.py). */
+#define GROUP_SPLIT_MIN XK_GROUP_NORM_KERNEL_WHOLE_BLOCK
+#define GROUP_CHUNK XK_GROUP_NORM_KERNEL_LOOP_BLOCK
+#define GROUP_MAX_SPLITS XK_GROUP_NORM_KERNEL_MAX_SPLITS
 #define GROUP_SPLIT_BELOW_PER_SM 2
 #define GROUP_PROGRAMS_PER_SM 4
 #define GROUP_MAX_ELEMS ((int64_t)INT32_MAX + 1 - GROUP_CHUNK)

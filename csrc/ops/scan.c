@@ -4,18 +4,18 @@
 /* Few programs along the scan dim leave the GPU idle while each walks its whole line: below
  * SCAN_CHUNK_BELOW_PER_SM programs per multiprocessor the scan dim is split into chunks for about
  * SCAN_PROGRAMS_PER_SM, each at least SCAN_MIN_CHUNK positions (SCAN_MIN_ROW_CHUNK along the last dim, whose blocks
- * are 2048 long), and a multiple of 16 (kernels_src/scan.py hints it). SCAN_LANES is the lane tile's BLOCK_I.
- * cumsum over lanes has a wider tile of its own (SCAN_CUMSUM_LANES) and more, shorter chunks, which read faster
- * though each program then sums more chunk totals (along dim 0 of 4096 x 4096 bf16 on an H100, Triton's JIT: 16
- * chunks of 256 0.78, 64 of 64 1.45 TB/s; benchmarks/experiments/scan_lines.py). */
+ * are 2048 long), and a multiple of 16 (kernels_src/scan.py hints it). SCAN_LANES is the lane tile's BLOCK_I
+ * (scan_kernel's export). cumsum over lanes has a wider tile of its own (SCAN_CUMSUM_LANES) and more, shorter
+ * chunks, which read faster though each program then sums more chunk totals (along dim 0 of 4096 x 4096 bf16 on an
+ * H100, Triton's JIT: 16 chunks of 256 0.78, 64 of 64 1.45 TB/s; benchmarks/experiments/scan_lines.py). */
 #define SCAN_CHUNK_BELOW_PER_SM 2
 #define SCAN_PROGRAMS_PER_SM 4
 #define SCAN_MIN_CHUNK 256
 #define SCAN_MIN_ROW_CHUNK 4096
-#define SCAN_LANES 64
+#define SCAN_LANES XK_SCAN_KERNEL_LANES
 #define SCAN_CUMSUM_PROGRAMS_PER_SM 8
 #define SCAN_MIN_CUMSUM_CHUNK 64
-#define SCAN_CUMSUM_LANES 512
+#define SCAN_CUMSUM_LANES XK_SCAN_KERNEL_CUMSUM_LANES
 
 /* The parts the scan dim of n positions is split into, and their length (*chunk). */
 static int64_t scan_parts(int64_t segments, int64_t n, int64_t inner, int op, int sm_count, int64_t *chunk) {

@@ -20,7 +20,7 @@ from .._registry import register
 LAYOUT = "(batch, seqlen, heads, headdim)"
 FP8_CACHE = "float8_e4m3fn"
 MAX_HEAD_DIM = 256
-MAX_SPLITS = 128
+MAX_SPLITS = 128  # attn_combine's (kernels_src/attention.py's COMBINE_MAX_SPLITS)
 
 
 # ---- NumPy reference ----
