@@ -13,25 +13,24 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.language.extra.cuda import gdc_wait
 
-from kernels_src._held_rows import step_layout
+from kernels_src._held_rows import allocate_row, step_layout
 
 
 @gluon.jit
 def allocate_group(dtype: gl.constexpr, HELD: gl.constexpr, CHUNK: gl.constexpr):
-    """Shared memory for HELD elements of a group in steps of CHUNK: (steps, vectors, elements per 16-byte vector)."""
-    VEC: gl.constexpr = 128 // dtype.primitive_bitwidth
-    tile: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-    return gl.allocate_shared_memory(dtype, [HELD // CHUNK, CHUNK // VEC, VEC], tile)
+    """Shared memory for HELD elements of a group in steps of CHUNK (more than one vector per thread):
+    (steps, vectors, elements per 16-byte vector)."""
+    return allocate_row(dtype, HELD, step_layout(dtype, gl.num_warps()), CHUNK)
 
 
 @gluon.jit
 def step_offsets(held):
     """A step's offsets in held (allocate_group) as step_layout spreads it over the threads: each vector's first
-    element, and the elements within a vector."""
+    element (1-D), and every element's (2-D: vectors, elements)."""
     VEC: gl.constexpr = held.type.shape[2]
     layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
     vectors = gl.arange(0, held.type.shape[1], layout=gl.SliceLayout(1, layout)) * VEC
-    return vectors, gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))
+    return vectors, vectors[:, None] + gl.arange(0, VEC, layout=gl.SliceLayout(0, layout))[None, :]
 
 
 @gluon.jit
@@ -40,9 +39,9 @@ def copy_group(held, X, n):
     the sums can start on the first step while the later ones land."""
     STEPS: gl.constexpr = held.type.shape[0]
     CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
-    vectors, within = step_offsets(held)
+    _, offsets = step_offsets(held)
     for i in gl.static_range(STEPS):
-        cols = i * CHUNK + vectors[:, None] + within[None, :]
+        cols = i * CHUNK + offsets
         if i * CHUNK < n:
             async_copy.async_load(held.index(i), X + cols, mask=cols < n)
         async_copy.commit_group()
@@ -54,14 +53,14 @@ def group_sums(held, n, shift):
     lands: each thread reads back the elements it copied (the same layout), so its own wait_group orders them."""
     STEPS: gl.constexpr = held.type.shape[0]
     CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
-    vectors, within = step_offsets(held)
+    _, offsets = step_offsets(held)
     layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
     total = gl.zeros([held.type.shape[1], held.type.shape[2]], gl.float32, layout)
     squares = gl.zeros([held.type.shape[1], held.type.shape[2]], gl.float32, layout)
     for i in gl.static_range(STEPS):
         async_copy.wait_group(STEPS - 1 - i)
         if i * CHUNK < n:
-            cols = i * CHUNK + vectors[:, None] + within[None, :]
+            cols = i * CHUNK + offsets
             d = gl.where(cols < n, held.index(i).load(layout).to(gl.float32) - shift, 0.0)
             total += d
             squares += d * d
@@ -74,12 +73,12 @@ def write_group(held, Y, W, B, n, first, first_channel, spatial, mean, rstd, has
     Y, normalized by mean and rstd, then scaled and shifted per channel."""
     STEPS: gl.constexpr = held.type.shape[0]
     CHUNK: gl.constexpr = held.type.shape[1] * held.type.shape[2]
-    vectors, within = step_offsets(held)
+    vectors, offsets = step_offsets(held)
     layout: gl.constexpr = step_layout(held.dtype, gl.num_warps())
     for i in gl.static_range(STEPS):
         if i * CHUNK < n:
             starts = i * CHUNK + vectors
-            cols = starts[:, None] + within[None, :]
+            cols = i * CHUNK + offsets
             y = (held.index(i).load(layout).to(gl.float32) - mean) * rstd
             channel = first_channel + (first + starts) // spatial  # one division per vector
             if has_weight != 0:

@@ -19,13 +19,14 @@ def step_layout(dtype, num_warps):
 
 
 @gluon.jit
-def allocate_row(dtype: gl.constexpr, HELD: gl.constexpr, layout: gl.constexpr):
-    """Shared memory for HELD elements of a row in steps of layout's tile: (steps, vectors, elements per vector)."""
+def allocate_row(dtype: gl.constexpr, HELD: gl.constexpr, layout: gl.constexpr, STEP: gl.constexpr = 0):
+    """Shared memory for HELD elements of a row in steps of STEP elements, by default layout's tile (one vector per
+    thread): (steps, vectors, elements per vector)."""
     VEC: gl.constexpr = layout.size_per_thread[1]
-    VECTORS: gl.constexpr = 32 * gl.num_warps()
-    gl.static_assert(HELD % (VEC * VECTORS) == 0, "HELD is a whole number of steps")
+    STEP_ELEMENTS: gl.constexpr = STEP if STEP else VEC * 32 * gl.num_warps()
+    gl.static_assert(HELD % STEP_ELEMENTS == 0 and STEP_ELEMENTS % VEC == 0, "HELD is a whole number of steps")
     tile: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
-    return gl.allocate_shared_memory(dtype, [HELD // (VEC * VECTORS), VECTORS, VEC], tile)
+    return gl.allocate_shared_memory(dtype, [HELD // STEP_ELEMENTS, STEP_ELEMENTS // VEC, VEC], tile)
 
 
 @gluon.jit
