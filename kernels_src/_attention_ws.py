@@ -34,6 +34,24 @@ from triton.language.extra.cuda import gdc_wait
 from kernels_src._attention_keys import key_blocks, visible_keys
 
 WG_ROWS = gl.constexpr(64)  # query rows per consumer warpgroup: wgmma's M for one warpgroup
+LOADER_REGISTERS = gl.constexpr(24)  # the loader warp's registers per thread (its warpgroup's setmaxnreg share)
+
+
+@constexpr_function
+def ws_maxnreg(block_m):
+    """The register cap of a warp-specialized kernel of block_m // 64 consumer warpgroups and a loader, one program
+    to a multiprocessor: the register file (65536) over its warps, a warpgroup (four warps) per consumer plus the
+    loader's (setmaxnreg moves registers a warpgroup at a time), rounded down to a multiple of 8."""
+    warps = 4 * (gl._unwrap_if_constexpr(block_m) // 64 + 1)
+    return 65536 // (32 * warps) // 8 * 8
+
+
+@constexpr_function
+def consumer_registers(block_m):
+    """Each consumer warpgroup's setmaxnreg share: the warpgroups' caps together, less the loader's, split evenly
+    (a multiple of 8): 240 for two consumers, 160 for three."""
+    consumers = gl._unwrap_if_constexpr(block_m) // 64
+    return ((consumers + 1) * ws_maxnreg(block_m) - LOADER_REGISTERS.value) // consumers // 8 * 8
 
 
 @constexpr_function
@@ -320,12 +338,13 @@ def _attend(desc_q, desc_k, values, Out, Lse, rows, lens, out_args, BLOCK_M: gl.
     )
     load_args = (desc_q, desc_k, values, q_smem, k_smem, v_smem, bars, (q_row + start_m, head, k_row, head_k, batch),
                  blocks)  # fmt: skip
-    # registers per thread: the kernel's maxnreg (ws_maxnreg in attention.py) times the warpgroups, shared out
+    # registers per thread: the kernel's maxnreg (ws_maxnreg) times the warpgroups, shared out
+    REGISTERS: gl.constexpr = consumer_registers(BLOCK_M)
     if CONSUMERS == 2:
         gl.warp_specialize(
             [(_consumer_0, consumer_args), (_consumer_1, consumer_args), (_load_partition, load_args)],
             [4, 1],
-            [240, 24],
+            [REGISTERS, LOADER_REGISTERS],
         )
     else:
         gl.warp_specialize(
@@ -336,7 +355,7 @@ def _attend(desc_q, desc_k, values, Out, Lse, rows, lens, out_args, BLOCK_M: gl.
                 (_load_partition, load_args),
             ],
             [4, 4, 1],
-            [160, 160, 24],
+            [REGISTERS, REGISTERS, LOADER_REGISTERS],
         )
 
 

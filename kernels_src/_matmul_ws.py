@@ -28,7 +28,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.language.extra.cuda import gdc_wait
 
-from kernels_src._attention_ws import WG_ROWS, _wgmma_layout
+from kernels_src._attention_ws import LOADER_REGISTERS, WG_ROWS, _wgmma_layout, consumer_registers
 from kernels_src.activation import _activate
 
 GROUP_M = gl.constexpr(8)  # row tiles visited together: their B columns stay in L2 between them
@@ -235,11 +235,12 @@ def matmul_ws(
     sizes = (M, N, K, k_splits)
     epilogue = (Partial, stride_in, alpha, beta, has_input, has_residual, act)
     consumer_args = (a_smem, b_smem, c_smem, ready, empty, r_bar, desc_c, desc_r, Input, sizes, epilogue)
-    # registers per thread: the kernel's maxnreg (attention.py's ws_maxnreg(128)) times its three warpgroups, shared
-    # out as attn_fwd_ws's two consumers and loader share it
+    # registers per thread: the kernel's maxnreg (ws_maxnreg(128)) times its three warpgroups, shared out as
+    # attn_fwd_ws's two consumers and loader share it
+    REGISTERS: gl.constexpr = consumer_registers(128)
     gl.warp_specialize(
         [(_consumer_0, consumer_args), (_consumer_1, consumer_args),
          (_loader, (desc_a, desc_b, a_smem, b_smem, ready, empty, sizes))],
         [4, 1],
-        [240, 24],
+        [REGISTERS, LOADER_REGISTERS],
     )  # fmt: skip

@@ -39,7 +39,7 @@ from triton.language.extra import libdevice
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hopper, ptr, tensor_desc
 from kernels_src._attention_decode import CHUNK, PAGE_RUN, attn_decode_tma
 from kernels_src._attention_keys import key_blocks, visible_keys
-from kernels_src._attention_ws import WG_ROWS, attn_fwd_ws, attn_fwd_ws_dense
+from kernels_src._attention_ws import WG_ROWS, attn_fwd_ws, attn_fwd_ws_dense, ws_maxnreg
 from kernels_src._pdl import wait_for_predecessor
 
 
@@ -573,13 +573,6 @@ def attention_configs(target: Target, keys) -> list[Config]:
         extra = {"NATIVE_FP8": native_fp8(target, keys)}
         configs += bucket_configs(bucket, " && ".join(conditions), plain, extra)
     return configs
-
-
-def ws_maxnreg(block_m: int) -> int:
-    """attn_fwd_ws's register cap: the register file (65536) over its warps, a warpgroup (four warps) per 64 rows
-    plus the loader's, rounded down to a multiple of 8. The partitions' shares in _attention_ws.py sum to it."""
-    warps = 4 * (block_m // 64 + 1)
-    return 65536 // (32 * warps) // 8 * 8
 
 
 def ws_configs(target: Target, keys) -> list[Config]:

@@ -37,11 +37,10 @@ import triton
 import triton.language as tl
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, Target, f32, i32, i64, is_hopper, ptr, tensor_desc
-from kernels_src._attention_ws import WG_ROWS
+from kernels_src._attention_ws import WG_ROWS, ws_maxnreg
 from kernels_src._matmul_ws import matmul_ws
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src.activation import _activate
-from kernels_src.attention import ws_maxnreg
 
 
 @triton.jit
