@@ -570,6 +570,7 @@ KERNELS = [
         op="norm",
         keys={"T": ["fp16", "bf16", "fp32"], "HAS_RESIDUAL": [False, True], "HAS_GATE": [False, True]},
         configs=row_norm_configs,
+        exports={"REGISTER_ROW": REGISTER_ROW},  # C's shortcut past row_norm_held_kernel's selection on shorter rows
         **ROW_NORM_LAUNCH,
     ),
     Kernel(

@@ -116,7 +116,7 @@ def softmax_configs(target, keys) -> list[Config]:
     return row_configs(blocks=SOFTMAX_ROW_BLOCKS, longer=() if keys["LSE"] else LONG_ROW_CONFIGS)
 
 
-REGISTER_ROW = SOFTMAX_ROW_BLOCKS[-1][0]  # softmax_kernel's largest block; longer rows may take the Hopper kernels
+REGISTER_ROW = SOFTMAX_ROW_BLOCKS[-1][0]  # longer rows may take the Hopper kernels (LONG_ROW_CONFIGS' aside)
 
 # Where the Hopper kernels read faster than softmax_kernel's loop, by rows per multiprocessor (H100, bf16, softmax /
 # log_softmax TB/s). With fewer than HELD_ROWS_PER_SM, the held kernel's programs load, reduce and store in lockstep
@@ -207,6 +207,7 @@ KERNELS = [
         op="softmax",
         keys={"T": ["fp16", "bf16", "fp32"], "LSE": [False, True]},
         configs=softmax_configs,
+        exports={"REGISTER_ROW": REGISTER_ROW},  # C's shortcut past the Hopper kernels' selection on shorter rows
         **ROW_LAUNCH,
     ),
     Kernel(fn=softmax_held_kernel, configs=held_configs, **HOPPER_ROWS),

@@ -171,6 +171,9 @@ def test_exports_are_the_compiled_shapes():
     assert max(compiled("group_norm_kernel", "BLOCK_N", LOOP=False)) == group["WHOLE_BLOCK"]
     assert group["LOOP_BLOCK"] in compiled("group_norm_kernel", "BLOCK_N", LOOP=True)
     assert compiled("group_norm_stats_kernel", "BLOCK_N") == {group["LOOP_BLOCK"]}
+    # the rows held whole in registers, past which C tries the Hopper kernels that hold rows in shared memory
+    assert max(compiled("softmax_kernel", "BLOCK_N", LSE=True, LOOP=False)) == exports["softmax_kernel"]["REGISTER_ROW"]
+    assert max(compiled("row_norm_kernel", "BLOCK_N", LOOP=False)) == exports["row_norm_kernel"]["REGISTER_ROW"]
 
 
 def test_only_cluster_kernels_launch_in_clusters():

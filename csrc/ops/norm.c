@@ -80,7 +80,9 @@ xopsaot_status xopsaot_norm(const xopsaot_tensor *x, const xopsaot_tensor *weigh
       .has_weight = weight != NULL, .has_bias = bias != NULL, .gate_silu = o->gate_act == XOPSAOT_GATE_SILU,
       .gate_pre = o->gate_pre != 0, .n_rows = rows};
   xk_row_norm_kernel_keys keys = {x->dtype, residual != NULL, gate != NULL};
-  if (xo_can_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device))
+  /* row_norm_held_kernel's `when` holds only past the register rows: checked here first, to spare shorter rows the
+   * selection */
+  if (n > XK_ROW_NORM_KERNEL_REGISTER_ROW && xo_can_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device))
     return xo_launch(&xk_row_norm_held_kernel, &keys.T, &args, x->device, stream);
   return xo_launch(&xk_row_norm_kernel, &keys.T, &args, x->device, stream);
 }
