@@ -4,6 +4,7 @@ and paged caches with permuted block tables, split-KV, and bad input."""
 
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
@@ -974,9 +975,10 @@ def test_autotune_alternates_compute_the_same(rng, tmp_path):
         pytest.skip("no alternates compiled for this GPU")
     by_index = {v["index"]: v for v in manifest["variants"]}
     rounds: dict = {}  # round k: the k-th alternate of each bucket's primary
+    seen = collections.Counter()  # alternates of each primary met so far
     for v in alternates:
-        rank = sum(w["alternate_of"] == v["alternate_of"] for w in alternates[: alternates.index(v)])
-        rounds.setdefault(rank, []).append(v)
+        rounds.setdefault(seen[v["alternate_of"]], []).append(v)
+        seen[v["alternate_of"]] += 1
     used = set()
     for k, chosen in sorted(rounds.items()):
         cache = tmp_path / f"autotune{k}.tsv"
