@@ -4,7 +4,9 @@ against SDPA (float32 math) on a slice; SDPA's flash backend timed the same way 
 
     python3 benchmarks/experiments/prefill_tiles.py [head_dim] [rounds] [seqlens]    (default: 64 2 4096,8192,16384)
 
-Stop 44 ran it on a trial wheel whose table listed 128 x 128 tiles (2 and 3 stages) as head dim 64's alternates.
+Stop 44 ran it on trial wheels whose table listed 128 x 128 tiles (2 and 3 stages) as head dim 64's alternates, and
+two row blocks a program as the config (benchmarks/experiments/prefill_two_tiles.diff), and on the shipped wheel.
+Run it from the repository's root.
 """
 
 import subprocess
