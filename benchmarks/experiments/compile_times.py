@@ -3,12 +3,21 @@ each variant's target, keys and config as a JSON line; a summary by arch and til
 
     python benchmarks/experiments/compile_times.py [kernel] [seed] [count]    (default: attn_fwd 1 60)
 
+With --stages, where one variant's compile time goes instead: a cProfile of triton.compile for the variant after
+INDEX among the kernel's variants for one arch (INDEX itself is compiled first, to warm the imports), printing the
+total, Triton's stages (make_ttir, make_ttgir, make_llir, make_ptx) and the assembler's share (the ptxas subprocess,
+posix.waitpid):
+
+    python benchmarks/experiments/compile_times.py --stages KERNEL ARCH INDEX    (e.g. attn_fwd 90 40)
+
 Runs on the build machine (Triton's compiler, no GPU).
 """
 
 import collections
+import cProfile
 import json
 import os
+import pstats
 import random
 import sys
 import tempfile
@@ -26,7 +35,31 @@ from aot.expand import expand, load_kernels  # noqa: E402
 from aot.spec import Target  # noqa: E402
 
 
+def stages(name: str, arch: int, index: int) -> None:
+    kernels = [(p, k) for p, k in load_kernels(ROOT / "kernels_src") if k.name == name]
+    variants = expand(kernels, [Target("cuda", arch)])
+    compile_job(job_of(variants[index % len(variants)]))  # imports and first-use costs
+    variant = variants[(index + 1) % len(variants)]
+    profile = cProfile.Profile()
+    started = time.time()
+    profile.enable()
+    compile_job(job_of(variant))
+    profile.disable()
+    total = time.time() - started
+    seconds = {}
+    for (_, _, function), (_, _, own, cumulative, _) in pstats.Stats(profile).stats.items():
+        if function in ("make_ttir", "make_ttgir", "make_llir", "make_ptx"):
+            seconds[function] = cumulative
+        elif function == "<built-in method posix.waitpid>":
+            seconds["ptxas"] = seconds.get("ptxas", 0) + own
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in seconds.items())
+    print(f"{variant.label()}: {total:.2f} s; {parts}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--stages"]:
+        stages(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        return
     name = sys.argv[1] if len(sys.argv) > 1 else "attn_fwd"
     seed, count = (int(a) for a in (sys.argv[2:4] + ["1", "60"][len(sys.argv[2:4]) :]))
     kernels = [(p, k) for p, k in load_kernels(ROOT / "kernels_src") if k.name == name]
