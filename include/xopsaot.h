@@ -324,9 +324,11 @@ XOPSAOT_API xopsaot_status xopsaot_linear_cross_entropy(const xopsaot_tensor *x,
  * keeps (the logits at or above the k-th largest; 0: all) and then top_p keeps (the fewest highest tokens holding
  * top_p of softmax(logits / temperature) over those, ties kept) compete by Gumbel-max: argmax of logits /
  * temperature + g, g = -log(-log(u)). Token i of row r takes output i % 4 of Philox4x32-10 counter (offset + i / 4
- * (low, high word), r, 0) under key (seed low, high word), u = (top 24 bits + 0.5) / 2^24. No sort of the row:
+ * (low, high word), r, 0) under key (seed low, high word), u = (top 23 bits + 0.5) / 2^23. No sort of the row:
  * top_k and top_p thresholds are found by bisection over the logits' order (a pass over the row per step, 32 steps
- * at most each). logits (rows..., vocab) with a contiguous last dim, leading dims read with one stride; out int64,
+ * at most each). Calls no filter touches (temperature 0, or top_k 0 or at least the vocabulary and top_p 1, without
+ * the per-row arrays top_ks and top_ps) of at most one row per two multiprocessors are split over a program per 4096
+ * tokens, with a workspace of 8 bytes a program from the stream-ordered pool. logits (rows..., vocab) with a contiguous last dim, leading dims read with one stride; out int64,
  * contiguous, one per row. temperatures (float32), top_ks (int32) and top_ps (float32), optional, contiguous, one
  * per row, replace the options' scalars; their values are not checked here. */
 typedef struct {

@@ -708,6 +708,58 @@ def test_cross_entropy_and_sampling_launches(fake_driver):
 
 
 @needs_sm90
+def test_unfiltered_sampling_splits_rows(fake_driver):
+    """sample's rows that no filter touches (greedy, or neither top_k nor top_p), at most one per two multiprocessors
+    (the fake has 132), go to sample_chunks_kernel, a program per 4096 tokens, then sample_pick_kernel per row,
+    through one workspace (scores, then int32 tokens). Filtered rows, per-row filter arrays, more rows, and rows of
+    one program's tokens keep sample_kernel."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(15)
+        def run(shape, dtype, temperatures=None, top_ks=None, options=(1.0, 0, 1.0, 77, 5)):
+            fake.fake_cuda_reset()
+            rows, allocs, frees = shape[0], fake.fake_cuda_alloc_count(), fake.fake_cuda_free_count()
+            _library.call("xopsaot_sample", (tensor(shape, dtype, {A}), temperatures, top_ks, None,
+                          tensor((rows,), "int64", {C})), ctypes.byref(_library.SampleOptions(*options)), 0)
+            return dict(launches=launches(), allocs=fake.fake_cuda_alloc_count() - allocs,
+                        frees=fake.fake_cuda_free_count() - frees)
+        emit(plain=run((4, 100000), "float32"),
+             greedy=run((4, 100000), "float16", options=(0.0, 50, 0.9, 77, 5)),
+             per_row=run((1, 128256), "bfloat16", temperatures=tensor((1,), "float32", {B})),
+             top_k=run((4, 100000), "float32", options=(1.0, 50, 1.0, 77, 5)),
+             top_p=run((4, 100000), "float32", options=(1.0, 0, 0.5, 77, 5)),
+             k_array=run((4, 100000), "float32", top_ks=tensor((4,), "int32", {B})),
+             wide_k=run((4, 100000), "float32", options=(1.0, 100000, 1.0, 77, 5)),
+             half=run((66, 100000), "float32"),
+             many=run((67, 100000), "float32"),
+             one_step=run((4, 4096), "float32"))
+    """,
+    )
+    plain = r["plain"]["launches"]
+    assert [x["kernel"] for x in plain] == ["sample_chunks_kernel", "sample_pick_kernel"]
+    chunks, pick = decode(plain[0]["params"], "sample_chunks_kernel"), decode(plain[1]["params"], "sample_pick_kernel")
+    # 25 programs of 4096 tokens a row
+    assert plain[0]["grid"] == [4 * 25, 1, 1] and plain[1]["grid"] == [4, 1, 1]
+    assert chunks[0] == A and chunks[2] == chunks[1] + 4 * 25 * 4 and chunks[3] == 0  # tokens after the scores
+    assert chunks[4:12] == [100000, 100000, 25, 1.0, 0, 77, 5, 0]
+    assert pick[:4] == [chunks[1], chunks[2], C, 25]
+    assert r["plain"]["allocs"] == r["plain"]["frees"] == 1
+    greedy = r["greedy"]["launches"]  # temperature 0 ignores top_k and top_p
+    assert [x["kernel"] for x in greedy] == ["sample_chunks_kernel", "sample_pick_kernel"]
+    assert decode(greedy[0]["params"], "sample_chunks_kernel")[7] == 0.0
+    per_row = r["per_row"]["launches"]  # 128256 tokens: 32 steps, a chunk each for one row
+    assert per_row[0]["grid"] == [32, 1, 1] and per_row[0]["variant"]["dtypes"] == {"T": "bfloat16"}
+    assert decode(per_row[0]["params"], "sample_chunks_kernel")[3] == B
+    assert decode(per_row[0]["params"], "sample_chunks_kernel")[6:9] == [32, 1.0, 1]
+    for case in ("top_k", "top_p", "k_array", "many", "one_step"):
+        assert [x["kernel"] for x in r[case]["launches"]] == ["sample_kernel"], case
+        assert r[case]["allocs"] == 0, case
+    for case in ("wide_k", "half"):  # top_k >= n keeps every token
+        assert [x["kernel"] for x in r[case]["launches"]] == ["sample_chunks_kernel", "sample_pick_kernel"], case
+
+
+@needs_sm90
 def test_hopper_prefill_takes_host_tensor_descriptors(fake_driver):
     """Dense prefill with heads side by side goes to attn_fwd_ws_dense: the launcher encodes a 3-D descriptor of
     each of q, k and v (batch, sequence, heads x headdim; cuTensorMapEncodeTiled takes dims innermost first and byte

@@ -212,6 +212,78 @@ def test_sample_large_vocabulary(rng):
                 assert_gumbel_argmax(out[r], x[r], p, 0.9, gumbel[r, :n], what)
 
 
+@pytest.mark.gpu
+def test_sample_unfiltered_rows_split(request, rng):
+    """Rows no filter touches, fewer than the multiprocessors, run split in chunks of 4096-token steps
+    (sample_chunks_kernel, then sample_pick_kernel): the same tokens as the same rows among enough others to take
+    sample_kernel whole (the Philox stream is the row's index), and each the Gumbel argmax formed here. Greedy rows
+    (per-row temperature 0) whose top value is tied across chunks take the first; a row of -inf takes token 0; rows
+    of one step past a chunk edge (4097, 8193), an odd 100003 and whole steps (12288, 128256)."""
+    request.getfixturevalue("poison")
+    torch = torch_or_skip()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cases = ((4097, "float32"), (8193, "bfloat16"), (100_003, "float16"), (12288, "float16"), (128_256, "float32"))
+    for n, dtype in cases:
+        rows = 5
+        x = (rng.standard_normal((rows, n)) * 3).astype(np.float32)
+        x[1, [100, n - 1]] = 50.0  # greedy: the tie's first, chunks apart
+        x[2, :] = -np.inf  # nothing beats -inf: token 0
+        x[3, : n - 3] = -np.inf  # only the last step's tail
+        temperature = np.array([0.8, 0.0, 1.0, 1.3, 0.0], np.float32)
+        seed, offset = int(rng.integers(2**62)), int(rng.integers(1000))
+        logits = typed("gpu", x, dtype)
+        split = tokens(xopsaot.sample(logits, on("gpu", temperature), seed=seed, offset=offset))
+        used = set(_library.recent_variants(2))
+        GPU_USED.update(used)
+        kernels = {v["kernel"] for v in _library.manifest()["variants"] if v["index"] in used}
+        assert kernels == {"sample_chunks_kernel", "sample_pick_kernel"}, f"{n}: {kernels}"
+        filler = typed("gpu", rng.standard_normal((sms, n)), dtype)
+        whole = tokens(
+            xopsaot.sample(
+                torch.cat([logits, filler]),
+                on("gpu", np.concatenate([temperature, np.ones(sms, np.float32)])),
+                seed=seed,
+                offset=offset,
+            )
+        )[:rows]
+        ran("gpu")
+        assert np.array_equal(split, whole), f"{n} {dtype}: split {split} against whole {whole}"
+        assert split[1] == 100 and split[2] == 0 and split[3] >= n - 3 and split[4] == np.argmax(host(logits)[4])
+        gumbel = gumbel_noise(n, seed, offset, rows)
+        rounded = host(logits)
+        for r in (0, 3):
+            kept = np.isfinite(rounded[r]).astype(float)
+            assert_gumbel_argmax(split[r], rounded[r], kept, float(temperature[r]), gumbel[r], f"{n} row {r}")
+
+
+@pytest.mark.gpu
+def test_sample_replays(rng):
+    """The fast path replays sample calls of scalars: a fixed seed, or greedy (which draws nothing, so seed=None
+    needs no fresh seed); the replay gives what the full path gives for the same data. Calls that draw a fresh seed
+    or copy per-row arrays to the host to check them are not recorded."""
+    from xopsaot import _plans
+
+    torch = torch_or_skip()
+    _plans.clear()
+    try:
+        first, second = (typed("gpu", rng.standard_normal((3, 5000)), "bfloat16") for _ in range(2))
+        xopsaot.sample(first, 0.7, seed=3)
+        xopsaot.sample(first, 0.0)
+        assert len(_plans.plans) == 2
+        replayed = tokens(xopsaot.sample(second, 0.7, seed=3))
+        greedy = tokens(xopsaot.sample(second, 0.0))
+        assert len(_plans.plans) == 2
+        _plans.clear()
+        assert np.array_equal(replayed, tokens(xopsaot.sample(second, 0.7, seed=3)))
+        assert np.array_equal(greedy, np.argmax(host(second), axis=1))
+        _plans.clear()
+        xopsaot.sample(first, 0.7)  # a fresh seed per call
+        xopsaot.sample(first, torch.full((3,), 0.7, device="cuda"), seed=3)  # per-row values checked on the host
+        assert len(_plans.plans) == 0
+    finally:
+        _plans.clear()
+
+
 @pytest.mark.parametrize("where", PATHS)
 def test_linear_sample(request, rng, where):
     """Equal to sample() of the logits linear() computes (rounded to the dtype), seed for seed."""
@@ -257,5 +329,5 @@ def test_sample_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_sample_variant_was_checked():
-    missing = unexercised({"sample_kernel"}, GPU_USED)
+    missing = unexercised({"sample_kernel", "sample_chunks_kernel", "sample_pick_kernel"}, GPU_USED)
     assert not missing, f"sample variants never exercised: {missing}"

@@ -36,11 +36,60 @@ static xopsaot_status check_sampling(const xopsaot_tensor *like, int64_t rows, c
   return XOPSAOT_SUCCESS;
 }
 
+/* Rows no filter touches (greedy, or neither top_k nor top_p), at most one per two multiprocessors, are split into
+ * chunks of one CHUNK_BLOCK step, a program each, which write their best score and token to a workspace; then one
+ * program per row picks (kernels_src/sampling.py). One program per row walks the row: 68 us per row of 128256 bf16
+ * logits on an H100 at any batch up to one row per multiprocessor. Split: 8.9 us at batch 1, 10.8 at 8, 39.6 at 64,
+ * but 75.8 at 131 and 78 at 132, where the whole rows' one wave reads 69 (benchmarks/experiments/sample_chunks.py,
+ * h100-2026-11-27-experiments.md, stop 45). */
+#define CHUNK_BLOCK XK_SAMPLE_CHUNKS_KERNEL_BLOCK
+
+static int unfiltered(int64_t n, const xopsaot_tensor *temperatures, const xopsaot_tensor *top_ks,
+                      const xopsaot_tensor *top_ps, const xopsaot_sample_options *o) {
+  if (!temperatures && o->temperature == 0.0f) return 1; /* greedy: top_k and top_p are ignored */
+  return !top_ks && !top_ps && (o->top_k == 0 || o->top_k >= n) && o->top_p >= 1.0f;
+}
+
+static xopsaot_status launch_chunks(void *logits, int32_t dtype, int64_t stride, int64_t rows, int64_t n,
+                                    int64_t first, const xopsaot_tensor *temperatures, const xopsaot_tensor *out,
+                                    const xopsaot_sample_options *o, int device, void *stream, int *launched) {
+  int sm_count = 0;
+  XO_TRY(xo_device_sm_count(device, &sm_count));
+  const int64_t chunks = (n + CHUNK_BLOCK - 1) / CHUNK_BLOCK;
+  if (2 * rows > sm_count || chunks < 2) return XOPSAOT_SUCCESS;
+  void *workspace = NULL; /* float32 scores, then int32 tokens, rows x chunks each */
+  XO_TRY(xo_workspace_alloc(device, stream, (uint64_t)(rows * chunks) * 8, &workspace));
+  float *scores = workspace;
+  int32_t *tokens = (int32_t *)(scores + rows * chunks);
+  xk_sample_chunks_kernel_args args = {
+      .Logits = logits, .Scores = scores, .Tokens = tokens,
+      .Temperatures = temperatures ? (float *)temperatures->data + first : NULL,
+      .stride_x = rows > 1 ? stride : n, .n = (int32_t)n, .chunks = (int32_t)chunks,
+      .temperature = o->temperature, .per_row_temperature = temperatures != NULL, .seed = o->seed,
+      .offset = o->offset, .first_row = (int32_t)first, .n_rows = rows};
+  xk_sample_chunks_kernel_keys keys = {.T = dtype};
+  xopsaot_status st = xo_launch(&xk_sample_chunks_kernel, &keys.T, &args, device, stream);
+  if (!st) {
+    xk_sample_pick_kernel_args pick = {.Scores = scores, .Tokens = tokens, .Out = (int64_t *)out->data + first,
+                                       .chunks = (int32_t)chunks, .n_rows = rows};
+    xk_sample_pick_kernel_keys pick_keys = {.S = XOPSAOT_FLOAT32};
+    st = xo_launch(&xk_sample_pick_kernel, &pick_keys.S, &pick, device, stream);
+  }
+  xo_workspace_free(device, stream, workspace);
+  *launched = 1;
+  return st;
+}
+
 static xopsaot_status launch(void *logits, int32_t dtype, int64_t stride, int64_t rows, int64_t n, int64_t first,
                              const xopsaot_tensor *temperatures, const xopsaot_tensor *top_ks,
                              const xopsaot_tensor *top_ps, const xopsaot_tensor *out, const xopsaot_sample_options *o,
                              int device, void *stream) {
   if (rows == 0) return XOPSAOT_SUCCESS;
+  if (unfiltered(n, temperatures, top_ks, top_ps, o)) {
+    int launched = 0;
+    XO_TRY(launch_chunks(logits, dtype, stride, rows, n, first, temperatures, out, o, device, stream, &launched));
+    if (launched) return XOPSAOT_SUCCESS;
+  }
   xk_sample_kernel_args args = {
       .Logits = logits, .Out = (int64_t *)out->data + first,
       .Temperatures = temperatures ? (float *)temperatures->data + first : NULL,
