@@ -328,9 +328,10 @@ XOPSAOT_API xopsaot_status xopsaot_linear_cross_entropy(const xopsaot_tensor *x,
  * top_k and top_p thresholds are found by bisection over the logits' order (a pass over the row per step, 32 steps
  * at most each). Calls no filter touches (temperature 0, or top_k 0 or at least the vocabulary and top_p 1, without
  * the per-row arrays top_ks and top_ps) of at most one row per two multiprocessors are split over a program per 4096
- * tokens, with a workspace of 8 bytes a program from the stream-ordered pool. logits (rows..., vocab) with a contiguous last dim, leading dims read with one stride; out int64,
- * contiguous, one per row. temperatures (float32), top_ks (int32) and top_ps (float32), optional, contiguous, one
- * per row, replace the options' scalars; their values are not checked here. */
+ * tokens, with a workspace of 8 bytes a program from the stream-ordered pool. logits (rows..., vocab) with a
+ * contiguous last dim, leading dims read with one stride; out int64, contiguous, one per row. temperatures
+ * (float32), top_ks (int32) and top_ps (float32), optional, contiguous, one per row, replace the options' scalars;
+ * their values are not checked here. */
 typedef struct {
   float temperature; /* >= 0 */
   int top_k;         /* >= 0; 0: no limit */
