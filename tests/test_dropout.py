@@ -94,8 +94,8 @@ def test_dropout_reproducible_and_offsets_continue_the_stream(rng, where):
     # the second row drawn alone at offset 4096 / 4 is the second row of the joint call
     second = host(xopsaot.dropout(x[1], 0.5, seed=7, offset=1024))
     assert np.array_equal(second, a[1])
-    # unseeded calls draw a fresh seed each time
-    assert not np.array_equal(host(xopsaot.dropout(x, 0.5)), host(xopsaot.dropout(x, 0.5)))
+    # unseeded calls draw a fresh seed each time (on the GPU the first is recorded and the others replay it)
+    assert len({host(xopsaot.dropout(x, 0.5)).tobytes() for _ in range(4)}) == 4
 
 
 @pytest.mark.parametrize("where", PATHS)

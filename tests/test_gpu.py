@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from arrays import unexercised
-from reference64 import add64, assert_close, attention64, matmul64, rms_norm64, softmax64
+from reference64 import add64, assert_close, attention64, matmul64, rms_norm64, rotary64, softmax64
 
 import xopsaot
 from xopsaot import _library, _plans
@@ -315,6 +315,28 @@ def test_replayed_calls(rng, dtype):
         kept += [y, h, attn, mm, total]  # alive, so the allocator cannot hand their memory out again
     assert len(seen) == 4 * 5  # outputs are new tensors, not reused buffers of an earlier call
     assert len(_plans.plans) == 4
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_validated_calls_with_nothing_to_read_replay(rng, dtype):
+    """validate=True reads index tensors on the host, so only calls that have one run the full path every time:
+    apply_rotary with an int offset and the KV cache without cache_seqlens are recorded once and replayed, with
+    right results for new data; with cu_seqlens / cache_seqlens nothing is recorded."""
+    positions = np.arange(2, 2 + 33)[None, :].repeat(3, 0)
+    for i in range(3):
+        x, cos, sin = cuda(rng, (3, 33, 4, 64), dtype), cuda(rng, (40, 24), dtype), cuda(rng, (40, 24), dtype)
+        q, k_cache, v_cache = (
+            cuda(rng, shape, dtype) for shape in ((2, 1, 8, 128), (2, 300, 2, 128), (2, 300, 2, 128))
+        )
+        assert_close(xopsaot.apply_rotary(x, cos, sin, seqlen_offsets=2), rotary64(x, cos, sin, positions, False),
+                     dtype, f"apply_rotary, call {i}")  # fmt: skip
+        out = xopsaot.flash_attn_with_kvcache(q, k_cache, v_cache)  # GQA 8:2 over the whole cache
+        assert_close(out, attention64(q, k_cache, v_cache), dtype, f"flash_attn_with_kvcache, call {i}")
+    assert len(_plans.plans) == 2
+    cu, lengths = torch.tensor([0, 17, 33], dtype=torch.int32).cuda(), torch.tensor([5, 300], dtype=torch.int32).cuda()
+    xopsaot.apply_rotary(x.view(99, 4, 64)[:33], cos, sin, cu_seqlens=cu, max_seqlen=17)
+    xopsaot.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths)
+    assert len(_plans.plans) == 2
 
 
 def test_replays_from_many_threads(rng):

@@ -1941,3 +1941,94 @@ def test_replayed_outputs_copy_a_matching_argument(fake_driver):
         assert case["pointers_new"] and case["contiguous"], name
         assert case["shapes"] == [[64, 8] if name == "strided" else [8, 64]] * 3, name
         assert case["dtypes"] == ["torch.bool" if name == "compared" else "torch.float16"] * 3, name
+
+
+@needs_sm90
+@pytest.mark.skipif(__import__("conftest").cuda_available(), reason="simulates CUDA tensors; test_gpu.py has real ones")
+def test_only_calls_that_read_device_values_are_not_replayed(fake_driver):
+    """validate=True copies index tensors to the host to check them, so such a call runs the full path every time.
+    A validated call with no index tensor to read (apply_rotary with an int offset, the KV cache without
+    cache_seqlens or block_table, cross entropy never) is recorded like any other, and replayed."""
+    pytest.importorskip("torch")
+    r = scenario(
+        fake_driver,
+        PRETEND_GPU
+        + textwrap.dedent(
+            """
+        framework.capturing = lambda self, device: False
+        x, packed = torch.randn(2, 9, 4, 64, dtype=torch.float16), torch.randn(18, 4, 64, dtype=torch.float16)
+        cos = sin = torch.randn(40, 32, dtype=torch.float16)
+        cu = torch.tensor([0, 9, 18], dtype=torch.int32)
+        q, cache = torch.randn(2, 1, 8, 64, dtype=torch.float16), torch.zeros(2, 64, 2, 64, dtype=torch.float16)
+        lengths = torch.tensor([5, 7], dtype=torch.int32)
+        logits, target = torch.randn(6, 50, dtype=torch.float16), torch.tensor([1, 2, 3, 4, 5, 6])
+        calls = {
+            "rotary, int offset": lambda: xopsaot.apply_rotary(x, cos, sin, seqlen_offsets=3),
+            "rotary, cu_seqlens": lambda: xopsaot.apply_rotary(packed, cos, sin, cu_seqlens=cu, max_seqlen=9),
+            "rotary, cu_seqlens unchecked": lambda: xopsaot.apply_rotary(packed, cos, sin, cu_seqlens=cu,
+                                                                         max_seqlen=9, validate=False),
+            "kvcache, whole cache": lambda: xopsaot.flash_attn_with_kvcache(q, cache, cache),
+            "kvcache, cache_seqlens": lambda: xopsaot.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=lengths),
+            "cross_entropy": lambda: xopsaot.cross_entropy(logits, target),
+        }
+        seen = {}
+        for name, call in calls.items():
+            _plans.clear()
+            fake.fake_cuda_reset()
+            for _ in range(3):
+                call()
+            seen[name] = [len(_plans.plans), len(launches()) // 3]
+        emit(**seen)
+    """
+        ),
+    )
+    for name, (plans, launches) in r.items():
+        assert launches >= 1, name  # every call launched its kernels, replayed or not
+        assert plans == (0 if name in ("rotary, cu_seqlens", "kvcache, cache_seqlens", "cross_entropy") else 1), name
+
+
+@needs_sm90
+@pytest.mark.skipif(__import__("conftest").cuda_available(), reason="simulates CUDA tensors; test_gpu.py has real ones")
+def test_replays_draw_their_own_seeds(fake_driver):
+    """A call with seed=None is recorded, and each replay launches with a fresh seed of its own where the recorded
+    call's went (dropout's seed argument, the seed of sample's options); every other parameter stays the
+    recorded one. A fixed seed is replayed as it is."""
+    pytest.importorskip("torch")
+    r = scenario(
+        fake_driver,
+        PRETEND_GPU
+        + textwrap.dedent(
+            """
+        args = {k["name"]: k["args"] for k in MANIFEST["kernels"]}
+        x, logits = torch.randn(4, 1000, dtype=torch.float16), torch.randn(2, 300, dtype=torch.float32)
+        calls = {
+            "dropout": ("dropout_kernel", lambda seed: xopsaot.dropout(x, 0.25, seed=seed)),
+            "sample": ("sample_kernel", lambda seed: xopsaot.sample(logits, 0.8, top_k=20, seed=seed)),
+        }
+        seen = {}
+        for name, (kernel, call) in calls.items():
+            for seed in (None, 12345):
+                _plans.clear()
+                fake.fake_cuda_reset()
+                fake.fake_cuda_expect_params(len(args[kernel]))
+                for _ in range(4):
+                    call(seed)
+                seen[f"{name} {seed}"] = dict(plans=len(_plans.plans), kernels=[l["kernel"] for l in launches()],
+                                              params=[l["params"] for l in launches()])
+        emit(**seen)
+    """
+        ),
+    )
+    for name, case in r.items():
+        kernel = "dropout_kernel" if name.startswith("dropout") else "sample_kernel"
+        assert case["plans"] == 1 and case["kernels"] == [kernel] * 4, name
+        (entry,) = [k for k in _library.manifest()["kernels"] if k["name"] == kernel]
+        params = [dict(zip([a["name"] for a in entry["args"]], decode(p, kernel))) for p in case["params"]]
+        seeds = [p.pop("seed") for p in params]
+        for p in params:
+            p.pop("Y" if kernel == "dropout_kernel" else "Out")  # each call's new output
+        assert all(p == params[0] for p in params), (name, params)
+        if name.endswith("None"):
+            assert len(set(seeds)) == 4 and all(0 <= s < 2**63 for s in seeds), name
+        else:
+            assert seeds == [12345] * 4, name

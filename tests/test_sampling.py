@@ -258,9 +258,9 @@ def test_sample_unfiltered_rows_split(request, rng):
 
 @pytest.mark.gpu
 def test_sample_replays(rng):
-    """The fast path replays sample calls of scalars: a fixed seed, or greedy (which draws nothing, so seed=None
-    needs no fresh seed); the replay gives what the full path gives for the same data. Calls that draw a fresh seed
-    or copy per-row arrays to the host to check them are not recorded."""
+    """The fast path replays sample calls of scalars: a fixed seed, greedy (which draws nothing, so seed=None takes
+    seed 0), and seed=None, each replay of which draws its own seed; a replay gives what the full path gives for the
+    same data and seed. Calls that copy per-row arrays to the host to check them are not recorded."""
     from xopsaot import _plans
 
     torch = torch_or_skip()
@@ -277,7 +277,13 @@ def test_sample_replays(rng):
         assert np.array_equal(replayed, tokens(xopsaot.sample(second, 0.7, seed=3)))
         assert np.array_equal(greedy, np.argmax(host(second), axis=1))
         _plans.clear()
-        xopsaot.sample(first, 0.7)  # a fresh seed per call
+        # equal logits: every token as likely, so four draws of 64 rows that repeat each other would be a repeated seed
+        flat = typed("gpu", np.zeros((64, 5000)), "bfloat16")
+        draws = [tokens(xopsaot.sample(flat, 1.0)) for _ in range(4)]
+        assert len(_plans.plans) == 1
+        assert all(((d >= 0) & (d < 5000)).all() for d in draws)
+        assert len({d.tobytes() for d in draws}) == 4
+        _plans.clear()
         xopsaot.sample(first, torch.full((3,), 0.7, device="cuda"), seed=3)  # per-row values checked on the host
         assert len(_plans.plans) == 0
     finally:

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from . import _library, _plans
+from . import _library, _philox, _plans
 from ._arrays import Framework, View, framework_of, rows_view_ok
 
 BACKENDS = ("auto", "cpu", "cuda")
@@ -84,21 +84,28 @@ class Call:
             fw.finish(self.device, fw.stream(self.device))
 
     def not_replayable(self) -> None:
-        """This call reads device data on the host (a check); the fast path must not skip it next time."""
+        """This call does work the fast path cannot repeat (reads device data on the host)."""
         recorder = _plans.recorder()
         if recorder is not None:
             recorder.valid = False
 
+    def fresh_seed(self) -> int:
+        """A new random seed for this call; a replay of the call draws its own."""
+        seed = _philox.fresh_seed()
+        recorder = _plans.recorder()
+        if recorder is not None:
+            recorder.seeds.append(seed)
+        return seed
+
     def can_read_back(self) -> bool:
-        """Whether device-resident indices may be copied to the host for checking (never during graph capture).
-        A call that checks is not replayed by the fast path, so every call checks."""
-        if self.on_gpu and self.framework.capturing(self.device):
-            return False
-        self.not_replayable()
-        return True
+        """Whether device-resident indices may be copied to the host for checking (never during graph capture)."""
+        return not (self.on_gpu and self.framework.capturing(self.device))
 
     def host(self, view: View) -> np.ndarray:
-        """The values of `view` as a NumPy array for the reference path (bfloat16 widened to float32)."""
+        """The values of `view` as a NumPy array (bfloat16 widened to float32). Reading device memory marks the call
+        unreplayable: a check of device values must run on every call, so the fast path must not skip it."""
+        if view.device is not None:
+            self.not_replayable()
         return self.framework.to_host(view.obj)
 
     def result(self, array: np.ndarray, dtype: str) -> Any:

@@ -47,12 +47,15 @@ def uniform(n: int, seed: int, offset: int = 0) -> np.ndarray:
 SEED_BITS = 63
 
 
+def fresh_seed() -> int:
+    return secrets.randbits(SEED_BITS)
+
+
 def call_seed(op: str, seed: Optional[int], call: Any) -> int:
-    """The seed of one call: `seed` checked, or a fresh one when None (the call is then never replayed by the fast
-    path, which would repeat it)."""
+    """The seed of one call: `seed` checked, or a fresh one when None (which the fast path draws anew at each
+    replay)."""
     if seed is None:
-        call.not_replayable()
-        return secrets.randbits(SEED_BITS)
+        return call.fresh_seed()
     seed = check.integer(op, "seed", seed, minimum=0)
     if seed >= 2**SEED_BITS:
         raise ValueError(f"{op}: seed must be below 2**{SEED_BITS}, got {seed}")

@@ -6,7 +6,9 @@ records what it did: which outputs it allocated, which C functions it called wit
 scalars, and what it returned. Later calls with the same signature replay the record: allocate the outputs,
 write the data pointers into a copy of the recorded descriptors, and call the C functions, skipping the Python
 work whose outcome the signature already decides (the C library still selects the variant per call, from the
-pointers' alignment too). A call that copied an input, moved an axis, or ran on the CPU path is not recorded.
+pointers' alignment too). A call that copied an input, moved an axis, ran on the CPU path, read device values on
+the host (a check of an index tensor) is not recorded. A call that drew a fresh seed (seed=None) is replayed with
+a fresh seed of its own, written where the recorded call's seed went.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import ctypes
 import threading
 from typing import Any, Callable, Optional
 
-from . import _call, _library
+from . import _call, _library, _philox
 
 SCALARS = (bool, int, float, str, type(None))
 MAX_PLANS = 4096
@@ -97,6 +99,7 @@ class Recorder:
         self.arguments = len(tensors)
         self.outputs: list = []  # ("like", arg index) or ("new", shape, dtype, device)
         self.launches: list = []  # (C function name, descriptor bytes, descriptor slots, data pointers, scalars)
+        self.seeds: list[int] = []  # fresh seeds the call drew (Call.fresh_seed)
         self.valid = True
         self.framework = None
         self.device = None
@@ -154,7 +157,21 @@ class Recorder:
         returned = result if isinstance(result, tuple) else (result,)
         if any(r is not None and id(r) not in self.sources for r in returned):
             return None
+        found = {seed for *_, scalars in self.launches for _, _, seed in self.seed_slots(scalars)}
+        if found != set(self.seeds):  # a fresh seed that went anywhere but a launch's scalars cannot be redrawn
+            return None
         return Plan(self, result)
+
+    def seed_slots(self, scalars) -> list:
+        """(scalar index, field or None, seed) for each scalar that is one of the call's fresh seeds: an int
+        argument, or the `seed` field of an options struct."""
+        slots = []
+        for i, value in enumerate(scalars):
+            if type(value) is int and value in self.seeds:
+                slots.append((i, None, value))
+            elif isinstance(value, ctypes.Structure) and getattr(value, "seed", None) in self.seeds:
+                slots.append((i, "seed", value.seed))
+        return slots
 
     def source(self, returned) -> tuple:
         """Where a returned value comes from: ("arg", i), ("out", i) or ("none", 0)."""
@@ -174,12 +191,14 @@ class Plan:
         self.device = rec.device
         self.launches = []
         arguments = rec.arguments  # replay numbers the argument tensors first, then the outputs
+        self.seeds = len(rec.seeds)
         for name, descriptors, slots, pointers, scalars in rec.launches:
             words = [
                 (slots[index] * _library.TENSOR.size // 8, i if kind == "arg" else arguments + i, offset)
                 for index, (kind, i), offset in pointers
             ]
-            self.launches.append((getattr(_library.library(), name), descriptors, slots, words, scalars))
+            seeded = [(i, field, rec.seeds.index(seed)) for i, field, seed in rec.seed_slots(scalars)]
+            self.launches.append((getattr(_library.library(), name), descriptors, slots, words, scalars, seeded))
         self.many = isinstance(result, tuple)
         self.result = [rec.source(r) for r in (result if self.many else (result,))]
         self.local = threading.local()
@@ -187,7 +206,7 @@ class Plan:
     def buffers(self) -> list:
         """This thread's copies of the descriptors: (buffer, uint64 view, address per descriptor slot)."""
         buffers = []
-        for _, descriptors, slots, _, _ in self.launches:
+        for _, descriptors, slots, *_ in self.launches:
             raw = ctypes.create_string_buffer(descriptors, max(len(descriptors), 8))
             base = ctypes.addressof(raw)
             words = (ctypes.c_uint64 * (len(raw) // 8)).from_buffer(raw)
@@ -206,11 +225,28 @@ class Plan:
         stream = self.stream(self.device)
         buffers = getattr(self.local, "buffers", None) or self.buffers()
         objects = tensors + outs
-        for (fn, _, _, words, scalars), (_, buffer, addresses) in zip(self.launches, buffers):
+        seeds = [_philox.fresh_seed() for _ in range(self.seeds)] if self.seeds else None
+        for (fn, _, _, words, scalars, seeded), (_, buffer, addresses) in zip(self.launches, buffers):
             for word, index, offset in words:
                 buffer[word] = objects[index].data_ptr() + offset
+            if seeded:
+                scalars = with_seeds(scalars, seeded, seeds)
             status = fn(*addresses, *scalars, stream)
             if status:
                 _library.raise_for(status)
         picked = [outs[i] if kind == "out" else tensors[i] if kind == "arg" else None for kind, i in self.result]
         return tuple(picked) if self.many else picked[0]
+
+
+def with_seeds(scalars: tuple, seeded: list, seeds: list) -> list:
+    """The recorded scalars with this replay's seeds in place of the recorded call's (structs copied: the recorded
+    ones are shared by every thread's replays)."""
+    scalars = list(scalars)
+    for i, field, which in seeded:
+        if field is None:
+            scalars[i] = seeds[which]
+        else:
+            struct = type(scalars[i]).from_buffer_copy(scalars[i])
+            setattr(struct, field, seeds[which])
+            scalars[i] = struct
+    return scalars

@@ -120,15 +120,15 @@ def _sample(
         for name, value, view, kind in zip(("temperature", "top_k", "top_p"), params, views, ("float", "int", "float"))
     )
     offset = check.integer(op, "offset", offset, minimum=0)
-    # greedy rows draw nothing: a call all greedy needs no fresh seed, and stays replayable by the fast path
+    # greedy rows draw nothing: a call all greedy takes seed 0 rather than a fresh one, which changes none of its tokens
     seed = _philox.call_seed(op, 0 if seed is None and temperature == 0.0 else seed, call)
     rows = math.prod(rows_shape)
 
     def per_row(value, view, dtype):
         return np.full(rows, value, dtype) if view is None else call.host(view).reshape(-1).astype(dtype)
 
-    # per-row arrays on the GPU are copied to the host to be checked (so such calls are not replayed); scalars are
-    # checked above, and a call of scalars alone stays replayable
+    # per-row arrays on the GPU are copied to the host to be checked (call.host marks such calls unreplayable);
+    # scalars are checked above
     checks_gpu = call.on_gpu and check.boolean(op, "validate", validate)
     per_row_arrays = any(v is not None for v in views) and (not call.on_gpu or (checks_gpu and call.can_read_back()))
     if per_row_arrays or not call.on_gpu:
@@ -181,8 +181,8 @@ def sample(
     argmax(logits / temperature + Gumbel noise) among them. temperature, top_k and top_p are numbers or arrays of one
     value per row. seed (a 63-bit int; None draws one per call, but for a call all greedy, which draws nothing) and
     offset fix the draws (row r, token i: Philox counter offset + i // 4, stream r). validate=True copies per-row
-    arrays to the host to check them (skipped during CUDA graph capture); calls of scalars and a fixed seed (or all
-    greedy) are replayed by the fast path."""
+    arrays to the host to check them (skipped during CUDA graph capture); calls of scalars are replayed by the fast
+    path, with a fresh seed per replay where seed is None."""
     op = "sample"
     arrays = [v if _is_array(v) else None for v in (temperature, top_k, top_p)]
     call, (vx, *views) = resolve(op, backend, ("logits", "temperature", "top_k", "top_p"), (logits, *arrays))
