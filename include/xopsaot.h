@@ -321,17 +321,18 @@ XOPSAOT_API xopsaot_status xopsaot_linear_cross_entropy(const xopsaot_tensor *x,
                                                         int64_t chunk_rows, void *stream);
 
 /* Sampling one token per row (kernels_src/sampling.py): temperature 0 takes the argmax; otherwise the tokens top_k
- * keeps (the logits at or above the k-th largest; 0: all) and then top_p keeps (the fewest highest tokens holding
- * top_p of softmax(logits / temperature) over those, ties kept) compete by Gumbel-max: argmax of logits /
- * temperature + g, g = -log(-log(u)). Token i of row r takes output i % 4 of Philox4x32-10 counter (offset + i / 4
- * (low, high word), r, 0) under key (seed low, high word), u = (top 23 bits + 0.5) / 2^23. No sort of the row:
- * top_k and top_p thresholds are found by bisection over the logits' order (a pass over the row per step, 32 steps
- * at most each). Calls no filter touches (temperature 0, or top_k 0 or at least the vocabulary and top_p 1, without
- * the per-row arrays top_ks and top_ps) of at most one row per two multiprocessors are split over a program per 4096
- * tokens, with a workspace of 8 bytes a program from the stream-ordered pool. logits (rows..., vocab) with a
- * contiguous last dim, leading dims read with one stride; out int64, contiguous, one per row. temperatures
- * (float32), top_ks (int32) and top_ps (float32), optional, contiguous, one per row, replace the options' scalars;
- * their values are not checked here. */
+ * keeps (the logits at or above the k-th largest; 0: all) and then top_p keeps (the fewest highest tokens holding top_p
+ * of softmax(logits / temperature) over those, ties kept) compete by Gumbel-max: argmax of logits / temperature + g,
+ * g = -log(-log(u)). Token i of row r takes output i % 4 of Philox4x32-10 counter (offset + i / 4 (low, high word), r,
+ * 0) under key (seed low, high word), u = (top 23 bits + 0.5) / 2^23. No sort of the row: top_k and top_p thresholds
+ * are found by bisection over the logits' order (a pass over the row per step, 32 steps at most each; on sm_90, calls
+ * of at most three rows per eight multiprocessors, rows of 16385 to 131072 tokens, a multiple of 16, run a thread-block
+ * cluster of 8 programs a row, with a workspace of 128 bytes a row from the stream-ordered pool). Calls no filter
+ * touches (temperature 0, or top_k 0 or at least the vocabulary and top_p 1, without the per-row arrays top_ks and
+ * top_ps) of at most one row per two multiprocessors are split over a program per 4096 tokens, with a workspace of 8
+ * bytes a program from the stream-ordered pool. logits (rows..., vocab) with a contiguous last dim, leading dims read
+ * with one stride; out int64, contiguous, one per row. temperatures (float32), top_ks (int32) and top_ps (float32),
+ * optional, contiguous, one per row, replace the options' scalars; their values are not checked here. */
 typedef struct {
   float temperature; /* >= 0 */
   int top_k;         /* >= 0; 0: no limit */

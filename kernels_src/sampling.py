@@ -1,5 +1,7 @@
 """Sampling for servers: one token per row of logits, by Gumbel-max over the tokens top_k and top_p keep, without
-sorting the vocabulary. One program per row streams the row (it stays in L2 between passes):
+sorting the vocabulary. One program per row streams the row (it stays in L2 between passes); on Hopper, few rows
+of 16385 to 131072 tokens are held instead in the registers of a thread-block cluster of 8 programs a row, which sum
+each pass's counts or masses across the cluster (sample_cluster_kernel):
   1. the row's max and min (only where top_k or top_p filters the row);
   2. top_k: the k-th largest logit, by bisection over the logits' order-preserving integer keys (exact; each step
      counts the keys at or above the midpoint);
@@ -19,7 +21,7 @@ an unfiltered 128256-token vocabulary)."""
 import triton
 import triton.language as tl
 
-from aot.spec import Config, Kernel, f32, i32, i64, ptr
+from aot.spec import ALIGNED_ONLY, Config, Kernel, f32, i32, i64, is_hopper, ptr
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._philox import philox4x32
 
@@ -59,6 +61,22 @@ def _mass_at_or_above(X, n, threshold, floor, row_max, inv_t, BLOCK: tl.constexp
 
 
 @triton.jit
+def _row_settings(
+    row, Temperatures, TopKs, TopPs, temperature, top_k, top_p, per_row_temperature, per_row_top_k, per_row_top_p
+):  # fmt: skip
+    """The row's temperature, top_k and top_p (from the per-row arrays where the call passed them), whether it is
+    greedy, and 1 / temperature (1 when greedy)."""
+    if per_row_temperature:
+        temperature = tl.load(Temperatures + row)
+    if per_row_top_k:
+        top_k = tl.load(TopKs + row)
+    if per_row_top_p:
+        top_p = tl.load(TopPs + row)
+    greedy = temperature == 0.0
+    return temperature, top_k, top_p, greedy, tl.where(greedy, 1.0, 1.0 / temperature)
+
+
+@triton.jit
 def sample_kernel(
     Logits,
     Out,
@@ -82,15 +100,10 @@ def sample_kernel(
     wait_for_predecessor(PDL)
     row = tl.program_id(0)
     X = Logits + row.to(tl.int64) * stride_x
-    if per_row_temperature:
-        temperature = tl.load(Temperatures + row)
-    if per_row_top_k:
-        top_k = tl.load(TopKs + row)
-    if per_row_top_p:
-        top_p = tl.load(TopPs + row)
+    temperature, top_k, top_p, greedy, inv_t = _row_settings(
+        row, Temperatures, TopKs, TopPs, temperature, top_k, top_p, per_row_temperature, per_row_top_k, per_row_top_p
+    )
     cols = tl.arange(0, BLOCK)
-    greedy = temperature == 0.0
-    inv_t = tl.where(greedy, 1.0, 1.0 / temperature)
 
     floor = _key(tl.full([], -float("inf"), dtype=tl.float32))  # every token's (but a negative NaN's, as the min's)
     if (temperature != 0.0) & (((top_k > 0) & (top_k < n)) | (top_p < 1.0)):
@@ -218,31 +231,173 @@ def sample_pick_kernel(Scores, Tokens, Out, chunks, PDL: tl.constexpr = False):
     tl.store(Out + row, tl.where(best_index < 0, 0, best_index).to(tl.int64))
 
 
+@triton.jit
+def _cluster_sync():
+    """Wait until every program of this cluster has arrived here (aot.spec.Config.cluster); the global writes each
+    made before are then visible to all (arrive releases, wait acquires, at cluster scope). Returns 0, for the
+    addresses read next, so that those loads depend on the wait (kernels_src/_cluster.py's barrier, for Triton)."""
+    return tl.inline_asm_elementwise(
+        "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n\tmov.u32 $0, 0;",
+        "=r", [], dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _publish(W, rank, parity, a, b, CLUSTER: tl.constexpr):
+    """Write this program's float32 pair (a, b) to the slots of W (row-private) that this exchange's parity names,
+    and wait for every program of the cluster to have written its own. Returns the parity's slots (a's CLUSTER, then
+    b's), offset by the barrier's 0 so that their loads follow it. Exchanges alternate parities: a program rewrites
+    a parity's slots only after the next exchange's barrier, which no program reaches before reading these."""
+    slot = W + parity * (2 * CLUSTER)
+    tl.store(slot + rank, a)
+    tl.store(slot + CLUSTER + rank, b)
+    return slot + _cluster_sync()
+
+
+@triton.jit
+def _cluster_sum(W, rank, parity, value, CLUSTER: tl.constexpr):
+    """The sum of the programs' float32 `value`s, in rank order, the same in every program."""
+    slot = _publish(W, rank, parity, value, 0.0, CLUSTER)
+    return tl.sum(tl.load(slot + tl.arange(0, CLUSTER), cache_modifier=".cg"), axis=0)
+
+
+@triton.jit
+def sample_cluster_kernel(
+    Logits,
+    Out,
+    W,
+    Temperatures,
+    TopKs,
+    TopPs,
+    stride_x,
+    n,
+    temperature,
+    top_k,
+    top_p,
+    per_row_temperature,
+    per_row_top_k,
+    per_row_top_p,
+    seed,
+    offset,
+    first_row,
+    BLOCK: tl.constexpr,
+    CLUSTER: tl.constexpr,
+    PDL: tl.constexpr = False,
+):
+    """sample_kernel's steps for a row split over a thread-block cluster of CLUSTER programs (program_id(0) =
+    row * CLUSTER + rank): each holds its share of the row (cdiv(n, CLUSTER) rounded up to 16 tokens, at most
+    BLOCK) in registers, and each step of the bisections sums the programs' counts or masses through W (4 * CLUSTER
+    float32 a row, see _publish), where sample_kernel's one program per row walks the whole row from L2 each step.
+    The counts are exact, so top_k keeps the same tokens; top_p's masses are summed in another order (to float32
+    rounding). Step 4 takes the shares' best scores in rank order, the first strictly greater winning, as
+    sample_kernel's walk over its blocks does."""
+    wait_for_predecessor(PDL)
+    program = tl.program_id(0)
+    row = program // CLUSTER
+    rank = program % CLUSTER
+    X = Logits + row.to(tl.int64) * stride_x
+    W += row.to(tl.int64) * (4 * CLUSTER)
+    temperature, top_k, top_p, greedy, inv_t = _row_settings(
+        row, Temperatures, TopKs, TopPs, temperature, top_k, top_p, per_row_temperature, per_row_top_k, per_row_top_p
+    )
+    share = tl.cdiv(n, CLUSTER * 16) * 16
+    lo_c = rank * share
+    hi_c = tl.minimum(lo_c + share, n)
+
+    floor = _key(tl.full([], -float("inf"), dtype=tl.float32))
+    parity = rank * 0
+    if (temperature != 0.0) & (((top_k > 0) & (top_k < n)) | (top_p < 1.0)):
+        c = lo_c + tl.arange(0, BLOCK)
+        inside = c < hi_c
+        x = tl.load(X + c, mask=inside, other=-float("inf")).to(tl.float32)
+        key = _key(x)
+        # 1. the max and min
+        slot = _publish(W, rank, parity, tl.max(x, axis=0), tl.min(tl.where(inside, x, float("inf")), axis=0), CLUSTER)
+        parity = 1 - parity
+        ranks = tl.arange(0, CLUSTER)
+        row_max = tl.max(tl.load(slot + ranks, cache_modifier=".cg"), axis=0)
+        key_lo = _key(tl.min(tl.load(slot + CLUSTER + ranks, cache_modifier=".cg"), axis=0))
+        key_hi = _key(row_max)
+
+        # 2. top_k
+        floor = key_lo
+        if (top_k > 0) & (top_k < n):
+            lo = key_lo.to(tl.int64)
+            hi = key_hi.to(tl.int64)
+            while lo < hi:
+                mid = lo + (hi - lo + 1) // 2
+                count = tl.sum((inside & (key >= mid.to(tl.int32))).to(tl.float32), axis=0)  # exact below 2^24
+                if _cluster_sum(W, rank, parity, count, CLUSTER) >= top_k:
+                    lo = mid
+                else:
+                    hi = mid - 1
+                parity = 1 - parity
+            floor = lo.to(tl.int32)
+
+        # 3. top_p
+        if top_p < 1.0:
+            e = tl.where(inside & (key >= floor), tl.exp2((x - row_max) * (inv_t * LOG2E)), 0.0)
+            goal = top_p * _cluster_sum(W, rank, parity, tl.sum(e, axis=0), CLUSTER)
+            parity = 1 - parity
+            lo = floor.to(tl.int64)
+            hi = key_hi.to(tl.int64)
+            while lo < hi:
+                mid = lo + (hi - lo + 1) // 2
+                mass = tl.sum(tl.where(key >= mid.to(tl.int32), e, 0.0), axis=0)
+                if _cluster_sum(W, rank, parity, mass, CLUSTER) >= goal:
+                    lo = mid
+                else:
+                    hi = mid - 1
+                parity = 1 - parity
+            floor = lo.to(tl.int32)
+
+    # 4. each share's best, then the first strictly greater in rank order
+    best, best_index = _gumbel_best(X, lo_c, hi_c, floor, inv_t, greedy, seed, offset, first_row + row, 2048)
+    slot = _publish(W, rank, parity, best, best_index.to(tl.float32), CLUSTER)  # a token below 2^24: exact
+    if rank == 0:
+        best = -float("inf")
+        best_index = tl.full([], -1, dtype=tl.int64)
+        for r in tl.static_range(CLUSTER):
+            score = tl.load(slot + r, cache_modifier=".cg")
+            if score > best:
+                best = score
+                best_index = tl.load(slot + CLUSTER + r, cache_modifier=".cg").to(tl.int64)
+        tl.store(Out + row, tl.where(best_index < 0, 0, best_index))
+
+
 CHUNK_BLOCK = 4096  # sample_chunks_kernel's tokens a program
 
+
+# sample_kernel's and sample_cluster_kernel's arguments after their outputs and workspace
+ROW_PARAMETERS = [
+    ptr("Temperatures", "fp32", aligned=False),
+    ptr("TopKs", "i32", aligned=False),
+    ptr("TopPs", "fp32", aligned=False),
+    i64("stride_x", aligned=True),
+    i32("n", aligned=True),
+    f32("temperature"),
+    i32("top_k"),
+    f32("top_p"),
+    i32("per_row_temperature"),
+    i32("per_row_top_k"),
+    i32("per_row_top_p"),
+    i64("seed"),
+    i64("offset"),
+    i32("first_row"),
+]
+CLUSTER = 8  # sample_cluster_kernel's programs a row (the portable cluster size)
+CLUSTER_BLOCK = 16384  # and the most tokens each holds
+# sample_cluster_kernel's rows at most, per CLUSTER multiprocessors. An H100 runs about 15 clusters of 8 at once (one
+# program per multiprocessor, and a cluster within one GPC), so 128256 bf16 tokens a row took 59 us of device time
+# (top_k 50) and 90 (top_k 50 and top_p 0.9) at batch 1-8, 115 and 179 at 16, 231 and 359 at 48, 289 and 451 at 66,
+# against sample_kernel's 240-246 and 425-446 at any batch to 132 (benchmarks/experiments/sample_cluster.py, stop 46)
+CLUSTER_ROWS_PER_SM = 3
 
 KERNELS = [
     Kernel(
         fn=sample_kernel,
         op="sample",
-        args=[
-            ptr("Logits", "T"),
-            ptr("Out", "i64", aligned=False),
-            ptr("Temperatures", "fp32", aligned=False),
-            ptr("TopKs", "i32", aligned=False),
-            ptr("TopPs", "fp32", aligned=False),
-            i64("stride_x", aligned=True),
-            i32("n", aligned=True),
-            f32("temperature"),
-            i32("top_k"),
-            f32("top_p"),
-            i32("per_row_temperature"),
-            i32("per_row_top_k"),
-            i32("per_row_top_p"),
-            i64("seed"),
-            i64("offset"),
-            i32("first_row"),
-        ],
+        args=[ptr("Logits", "T"), ptr("Out", "i64", aligned=False), *ROW_PARAMETERS],
         keys={"T": ["fp16", "bf16", "fp32"]},
         grid_args=[i64("n_rows")],
         grid=["n_rows", "1", "1"],
@@ -250,6 +405,32 @@ KERNELS = [
         # elements a step over 32 warps (2 stages) took an H100's one-row top_k + top_p from 554 to 435 us and 256
         # rows' from 1540 to 910 against 4096 over 8 warps (benchmarks/experiments/sample_blocks.py, stop 34)
         configs=[Config({"BLOCK": 16384}, num_warps=32, num_stages=2)],
+    ),
+    Kernel(
+        fn=sample_cluster_kernel,
+        op="sample",
+        args=[
+            ptr("Logits", "T"),
+            ptr("Out", "i64", aligned=False),
+            ptr("W", "fp32", aligned=False),
+            *ROW_PARAMETERS,
+        ],
+        keys={"T": ["fp16", "bf16", "fp32"]},
+        grid_args=[i64("n_rows")],
+        grid=["n_rows", "1", "1"],
+        targets=is_hopper,
+        aligned=ALIGNED_ONLY,  # rows that miss the hints (an odd vocabulary) take sample_kernel
+        configs=[
+            Config(
+                {"BLOCK": CLUSTER_BLOCK, "CLUSTER": CLUSTER},
+                num_warps=16,
+                num_stages=1,
+                cluster=CLUSTER,
+                when=f"n > {CLUSTER_BLOCK} && n <= {CLUSTER * CLUSTER_BLOCK} && "
+                f"n_rows * {CLUSTER} <= {CLUSTER_ROWS_PER_SM} * NUM_SMS",
+            )
+        ],
+        exports={"CLUSTER": CLUSTER},  # the workspace's slots a row: 4 * CLUSTER float32
     ),
     Kernel(
         fn=sample_chunks_kernel,

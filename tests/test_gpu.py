@@ -182,6 +182,7 @@ def test_every_compiled_variant_was_checked(request):
         "cross_entropy_kernel",
         "loss_reduce_kernel",
         "sample_kernel",
+        "sample_cluster_kernel",
         "sample_chunks_kernel",
         "sample_pick_kernel",
     }

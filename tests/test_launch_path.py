@@ -752,11 +752,60 @@ def test_unfiltered_sampling_splits_rows(fake_driver):
     assert per_row[0]["grid"] == [32, 1, 1] and per_row[0]["variant"]["dtypes"] == {"T": "bfloat16"}
     assert decode(per_row[0]["params"], "sample_chunks_kernel")[3] == B
     assert decode(per_row[0]["params"], "sample_chunks_kernel")[6:9] == [32, 1.0, 1]
-    for case in ("top_k", "top_p", "k_array", "many", "one_step"):
+    for case in ("many", "one_step"):
         assert [x["kernel"] for x in r[case]["launches"]] == ["sample_kernel"], case
         assert r[case]["allocs"] == 0, case
+    for case in ("top_k", "top_p", "k_array"):  # filtered: in clusters (test_filtered_sampling_rows_in_clusters)
+        assert [x["kernel"] for x in r[case]["launches"]] == ["sample_cluster_kernel"], case
     for case in ("wide_k", "half"):  # top_k >= n keeps every token
         assert [x["kernel"] for x in r[case]["launches"]] == ["sample_chunks_kernel", "sample_pick_kernel"], case
+
+
+@needs_sm90
+def test_filtered_sampling_rows_in_clusters(fake_driver):
+    """On Hopper, filtered rows of 16385 to 131072 tokens (a multiple of 16), at most three per eight multiprocessors
+    (49 of the fake's 132), take sample_cluster_kernel: clusters of 8 programs a row, sample_kernel's arguments and a
+    workspace of 4 x 8 float32 a row from the pool. Longer or shorter rows, odd vocabularies and more rows keep
+    sample_kernel; unfiltered rows few enough take the chunks."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(18)
+        def run(shape, dtype="bfloat16", options=(0.8, 50, 0.9, 77, 5), top_ks=None):
+            fake.fake_cuda_reset()
+            rows, allocs, frees = shape[0], fake.fake_cuda_alloc_count(), fake.fake_cuda_free_count()
+            _library.call("xopsaot_sample", (tensor(shape, dtype, {A}), None, top_ks, None,
+                          tensor((rows,), "int64", {C})), ctypes.byref(_library.SampleOptions(*options)), 0)
+            return dict(launches=launches(), allocs=fake.fake_cuda_alloc_count() - allocs,
+                        frees=fake.fake_cuda_free_count() - frees)
+        emit(llama=run((4, 128256)), most=run((49, 100000), "float32", (1.0, 0, 0.5, 77, 5)),
+             too_many=run((50, 100000), "float32", (1.0, 0, 0.5, 77, 5)), longest=run((2, 131072), "float16"),
+             too_long=run((2, 131088)), one_step=run((2, 16384)), two_steps=run((2, 16400)), odd=run((2, 100003)),
+             per_row_k=run((3, 32000), top_ks=tensor((3,), "int32", {B})),
+             unfiltered=run((3, 32000), options=(1.0, 0, 1.0, 77, 5)))
+    """,
+    )
+    clustered = ("llama", "most", "longest", "two_steps", "per_row_k")
+    for case in clustered:
+        (launch,) = r[case]["launches"]
+        assert launch["kernel"] == "sample_cluster_kernel" and launch["cluster"] == 8, case
+        assert r[case]["allocs"] == r[case]["frees"] == 1, case
+    for case in ("too_many", "too_long", "one_step", "odd"):
+        assert [x["kernel"] for x in r[case]["launches"]] == ["sample_kernel"], case
+        assert r[case]["allocs"] == 0, case
+    assert [x["kernel"] for x in r["unfiltered"]["launches"]] == ["sample_chunks_kernel", "sample_pick_kernel"]
+    (llama,) = r["llama"]["launches"]
+    (entry,) = [k for k in _library.manifest()["kernels"] if k["name"] == "sample_cluster_kernel"]
+    args = dict(zip([a["name"] for a in entry["args"]], decode(llama["params"], "sample_cluster_kernel")))
+    assert llama["grid"] == [4 * 8, 1, 1] and llama["variant"]["constexprs"] == {"BLOCK": 16384, "CLUSTER": 8}
+    assert args["W"] not in (0, A, C) and (args["Logits"], args["Out"], args["Temperatures"]) == (A, C, 0)
+    assert (args["stride_x"], args["n"], args["top_k"], args["seed"], args["offset"], args["first_row"]) == (
+        128256, 128256, 50, 77, 5, 0)  # fmt: skip
+    assert abs(args["temperature"] - 0.8) < 1e-6 and abs(args["top_p"] - 0.9) < 1e-6
+    assert r["most"]["launches"][0]["grid"] == [49 * 8, 1, 1]
+    per_row = dict(zip([a["name"] for a in entry["args"]], decode(r["per_row_k"]["launches"][0]["params"],
+                                                                   "sample_cluster_kernel")))  # fmt: skip
+    assert per_row["TopKs"] == B and per_row["per_row_top_k"] == 1
 
 
 @needs_sm90

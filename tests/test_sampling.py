@@ -257,6 +257,59 @@ def test_sample_unfiltered_rows_split(request, rng):
 
 
 @pytest.mark.gpu
+def test_sample_filtered_rows_in_clusters(request, rng):
+    """On Hopper, few filtered rows of 16385 to 131072 tokens run in thread-block clusters of 8 programs a row
+    (sample_cluster_kernel): each token is in the float64 kept set and the Gumbel argmax formed here; rows without
+    top_p get the same tokens as the same rows among enough others to take sample_kernel (their top_k counts are
+    exact). Per-row parameters; a greedy row; a row of -inf but the last share's tail; a top tie shares apart that
+    top_k 1 keeps whole; 16400 tokens (shares of 2064, the last one short), 32000, 128256 and 131072 (full shares)."""
+    request.getfixturevalue("poison")
+    torch = torch_or_skip()
+    if torch.cuda.get_device_capability(0) != (9, 0):
+        pytest.skip("sample_cluster_kernel is compiled for sm_90 only")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    temperature = np.array([0.8, 1.0, 0.7, 0.0, 1.2, 1.0, 0.9], np.float32)
+    top_k = np.array([50, 0, 1000, 7, 1, 0, 1], np.int32)
+    top_p = np.array([1.0, 0.9, 0.5, 0.3, 1.0, 0.9, 1.0], np.float32)
+    for n, dtype in ((16400, "float16"), (32000, "bfloat16"), (128_256, "float32"), (131_072, "bfloat16")):
+        rows = len(temperature)
+        x = (rng.standard_normal((rows, n)) * 3).astype(np.float32)
+        x[5, : n - 3] = -np.inf
+        x[6, [10, n - 1]] = 50.0
+        seed, offset = int(rng.integers(2**62)), int(rng.integers(1000))
+        logits = typed("gpu", x, dtype)
+        parameters = (on("gpu", temperature), on("gpu", top_k), on("gpu", top_p))
+        split = tokens(xopsaot.sample(logits, *parameters, seed=seed, offset=offset))
+        used = set(_library.recent_variants(1))
+        GPU_USED.update(used)
+        kernels = {v["kernel"] for v in _library.manifest()["variants"] if v["index"] in used}
+        assert kernels == {"sample_cluster_kernel"}, f"{n}: {kernels}"
+        filler = typed("gpu", rng.standard_normal((sms, n)), dtype)
+        whole = tokens(
+            xopsaot.sample(
+                torch.cat([logits, filler]),
+                *(torch.cat([v, v[:1].repeat(sms)]) for v in parameters),
+                seed=seed,
+                offset=offset,
+            )
+        )[:rows]
+        ran("gpu")
+        rounded = host(logits)
+        gumbel = gumbel_noise(n, seed, offset, rows)
+        for r in range(rows):
+            what = f"{n} {dtype} row {r}: token {split[r]}"
+            if temperature[r] == 0:
+                assert split[r] == np.argmax(rounded[r]) == whole[r], what
+                continue
+            p = kept_probabilities(rounded[r], float(temperature[r]), int(top_k[r]) or None, float(top_p[r]))
+            assert p[split[r]] > 0, f"{what} outside the kept set"
+            assert_gumbel_argmax(split[r], rounded[r], p, float(temperature[r]), gumbel[r], what)
+            if top_p[r] >= 1:
+                assert split[r] == whole[r], f"{what}, {whole[r]} whole"
+        assert split[5] >= n - 3 and split[6] in (10, n - 1)
+
+
+@pytest.mark.gpu
 def test_sample_replays(rng):
     """The fast path replays sample calls of scalars: a fixed seed, greedy (which draws nothing, so seed=None takes
     seed 0), and seed=None, each replay of which draws its own seed; a replay gives what the full path gives for the
@@ -335,5 +388,6 @@ def test_sample_bad_input(rng, where):
 
 @pytest.mark.gpu
 def test_every_sample_variant_was_checked():
-    missing = unexercised({"sample_kernel", "sample_chunks_kernel", "sample_pick_kernel"}, GPU_USED)
+    kernels = {"sample_kernel", "sample_cluster_kernel", "sample_chunks_kernel", "sample_pick_kernel"}
+    missing = unexercised(kernels, GPU_USED)
     assert not missing, f"sample variants never exercised: {missing}"

@@ -80,6 +80,15 @@ static xopsaot_status launch_chunks(void *logits, int32_t dtype, int64_t stride,
   return st;
 }
 
+/* The arguments sample_kernel and sample_cluster_kernel share, from launch()'s parameters. */
+#define ROW_ARGUMENTS                                                                                                \
+  .Logits = logits, .Out = (int64_t *)out->data + first,                                                           \
+  .Temperatures = temperatures ? (float *)temperatures->data + first : NULL,                                       \
+  .TopKs = top_ks ? (int32_t *)top_ks->data + first : NULL, .TopPs = top_ps ? (float *)top_ps->data + first : NULL, \
+  .stride_x = rows > 1 ? stride : n, .n = (int32_t)n, .temperature = o->temperature, .top_k = o->top_k,            \
+  .top_p = o->top_p, .per_row_temperature = temperatures != NULL, .per_row_top_k = top_ks != NULL,                 \
+  .per_row_top_p = top_ps != NULL, .seed = o->seed, .offset = o->offset, .first_row = (int32_t)first, .n_rows = rows
+
 static xopsaot_status launch(void *logits, int32_t dtype, int64_t stride, int64_t rows, int64_t n, int64_t first,
                              const xopsaot_tensor *temperatures, const xopsaot_tensor *top_ks,
                              const xopsaot_tensor *top_ps, const xopsaot_tensor *out, const xopsaot_sample_options *o,
@@ -90,15 +99,19 @@ static xopsaot_status launch(void *logits, int32_t dtype, int64_t stride, int64_
     XO_TRY(launch_chunks(logits, dtype, stride, rows, n, first, temperatures, out, o, device, stream, &launched));
     if (launched) return XOPSAOT_SUCCESS;
   }
-  xk_sample_kernel_args args = {
-      .Logits = logits, .Out = (int64_t *)out->data + first,
-      .Temperatures = temperatures ? (float *)temperatures->data + first : NULL,
-      .TopKs = top_ks ? (int32_t *)top_ks->data + first : NULL,
-      .TopPs = top_ps ? (float *)top_ps->data + first : NULL, .stride_x = rows > 1 ? stride : n, .n = (int32_t)n,
-      .temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p,
-      .per_row_temperature = temperatures != NULL, .per_row_top_k = top_ks != NULL, .per_row_top_p = top_ps != NULL,
-      .seed = o->seed, .offset = o->offset, .first_row = (int32_t)first, .n_rows = rows};
   xk_sample_kernel_keys keys = {.T = dtype};
+  /* Few rows longer than one sample_kernel step (its config's `when`): a thread-block cluster a row holds the row in
+   * its programs' registers, and each bisection step sums their counts or masses through a workspace, where one
+   * program per row reads the whole row from L2 each step (kernels_src/sampling.py). */
+  xk_sample_cluster_kernel_args cluster = {ROW_ARGUMENTS};
+  if (xo_can_launch(&xk_sample_cluster_kernel, &keys.T, &cluster, device)) {
+    XO_TRY(xo_workspace_alloc(device, stream, (uint64_t)rows * 4 * XK_SAMPLE_CLUSTER_KERNEL_CLUSTER * sizeof(float),
+                              &cluster.W));
+    xopsaot_status st = xo_launch(&xk_sample_cluster_kernel, &keys.T, &cluster, device, stream);
+    xo_workspace_free(device, stream, cluster.W);
+    return st;
+  }
+  xk_sample_kernel_args args = {ROW_ARGUMENTS};
   return xo_launch(&xk_sample_kernel, &keys.T, &args, device, stream);
 }
 
