@@ -6,9 +6,9 @@ records what it did: which outputs it allocated, which C functions it called wit
 scalars, and what it returned. Later calls with the same signature replay the record: allocate the outputs,
 write the data pointers into a copy of the recorded descriptors, and call the C functions, skipping the Python
 work whose outcome the signature already decides (the C library still selects the variant per call, from the
-pointers' alignment too). A call that copied an input, moved an axis, ran on the CPU path, read device values on
-the host (a check of an index tensor) is not recorded. A call that drew a fresh seed (seed=None) is replayed with
-a fresh seed of its own, written where the recorded call's seed went.
+pointers' alignment too). A call that copied an input, moved an axis, ran on the CPU path or read device values on
+the host (a check of an index tensor) is not recorded. A call that drew a fresh seed (seed=None) is, and each replay
+draws its own, written where the recorded call's seed went.
 """
 
 from __future__ import annotations
