@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         "archs_requested": [t.name for t in targets],
         "archs_default": [f"sm_{a}" for a in DEFAULT_CUDA_ARCHS],
     }
-    manifest = generate(compiled, args.out, requested)
+    manifest = generate(compiled, [k for _, k in kernels], args.out, requested)
     size = manifest["blob_size"]
     print(
         f"aot: {len(compiled)} variants of {len(kernels)} kernels for {', '.join(manifest['archs'])}; "

@@ -80,11 +80,15 @@ def c_bindings(kernel: Kernel, consts: list[str], used: set[str]) -> list[str]:
     return lines
 
 
-def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = None) -> dict:
+def generate(compiled: list[Compiled], kernels: list[Kernel], out_dir: Path, requested: dict | None = None) -> dict:
+    """Write the C tables of `compiled` for every kernel in `kernels`. A kernel none of the requested targets
+    compiles (a Hopper-only kernel in an sm_80 build) still gets its structs and an entry with no variants: the
+    op layer names every kernel, and the runtime finds no variant for it as it would on another arch."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    by_kernel: dict[str, list[Compiled]] = {}
+    by_kernel: dict[str, list[Compiled]] = {k.name: [] for k in kernels}
     for c in compiled:
-        by_kernel.setdefault(c.variant.kernel.name, []).append(c)
+        by_kernel[c.variant.kernel.name].append(c)
+    kernel_of = {k.name: k for k in kernels}
 
     blob = bytearray()
     manifest_variants = []
@@ -108,13 +112,13 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
     variant_rows = []
     index = 0
     for name, items in by_kernel.items():
-        kernel = items[0].variant.kernel
+        kernel = kernel_of[name]
         k = f"xk_{name}"
         consts = int_constexprs(kernel, [c.variant for c in items])
         keys = kernel.dtype_axes() + kernel.constexpr_axes()
 
         # header: the structs the op layer fills
-        header.append(f"/* {name}: op {kernel.op} ({items[0].variant.source.name}) */")
+        header.append(f"/* {name}: op {kernel.op}, {len(items)} variants */")
         fields = []
         for arg in list(kernel.args) + list(kernel.grid_args):
             fields.append(f"  {c_type(arg)}{arg.name};")
@@ -138,11 +142,14 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
         source.append(f"static const uint8_t {k}_key_is_dtype[] = {{{', '.join(is_dtype) or '0'}}};")
         source.append(f"static const char *const {k}_const_names[] = {{{', '.join(c_str(x) for x in consts) or '0'}}};")
 
-        used = set().union(*(identifiers(str(e)) for e in kernel.grid))
         source.append(f"static void {k}_grid(const void *pa, const int64_t *c, int64_t NUM_SMS, int64_t g[3]) {{")
-        source += c_bindings(kernel, consts, used)
-        source += ["  (void)c;", "  (void)NUM_SMS;"]
-        source += [f"  g[{i}] = (int64_t)({expr});" for i, expr in enumerate(kernel.grid)]
+        if items:
+            used = set().union(*(identifiers(str(e)) for e in kernel.grid))
+            source += c_bindings(kernel, consts, used)
+            source += ["  (void)c;", "  (void)NUM_SMS;"]
+            source += [f"  g[{i}] = (int64_t)({expr});" for i, expr in enumerate(kernel.grid)]
+        else:  # never called: no variant to launch (and its config constexprs are unknown here)
+            source += ["  (void)pa;", "  (void)c;", "  (void)NUM_SMS;", "  g[0] = g[1] = g[2] = 0;"]
         source.append("}")
 
         predicates: dict[str, str] = {}
@@ -262,10 +269,10 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
                 }
             )
             index += 1
-        if keys:
+        if keys and items:
             rows = ",\n".join("  " + ", ".join(map(str, r)) for r in key_values)
             source.append(f"static const int32_t {k}_keyvals[] = {{\n{rows}\n}};")
-        if consts:
+        if consts and items:
             rows = ",\n".join("  " + ", ".join(map(str, r)) for r in const_values)
             source.append(f"static const int64_t {k}_constvals[] = {{\n{rows}\n}};")
         source.append(
@@ -291,7 +298,7 @@ def generate(compiled: list[Compiled], out_dir: Path, requested: dict | None = N
         "archs": archs,
         **(requested or {}),
         "ops": sorted({m["op"] for m in manifest_variants}),
-        "kernels": [kernel_entry(items[0].variant.kernel) for items in by_kernel.values()],
+        "kernels": [kernel_entry(k) for k in kernels],
         "variants": manifest_variants,
         "blob_size": len(blob),
     }

@@ -167,7 +167,8 @@ def expand(kernels: list[tuple[Path, Kernel]], targets: list[Target]) -> list[Va
                     for aligned in alignments:
                         if config.hinted if aligned else config.fallback:
                             variants.append(Variant(kernel, source, target, dtypes, keys, config, aligned))
-        check_expressions(kernel, variants[first:])
+        if len(variants) > first:  # its config constexprs are known only from its variants
+            check_expressions(kernel, variants[first:])
     return variants
 
 

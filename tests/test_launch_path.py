@@ -1004,6 +1004,7 @@ def test_pdl_can_be_turned_off(fake_driver):
     assert [x["pdl"] for x in on["launches"]] == [1] and [x["pdl"] for x in off["launches"]] == [0]
 
 
+@needs_sm90
 def test_driver_errors_are_reported(fake_driver, tmp_path):
     failing_load = scenario(
         fake_driver,
@@ -1415,6 +1416,7 @@ def test_rotary_launches(fake_driver):
     assert "out is x with other strides" in r["strides"][1]
 
 
+@needs_sm90
 def test_scan_launches(fake_driver):
     """Scans with few programs along their dim are split into chunks: (3000, 96) along dim 0 is one segment of one
     lane block (512 lanes), so a launch of chunk totals into a workspace, then the scan, each over (1, 1, parts) with
@@ -1483,6 +1485,7 @@ def row_choice(launch) -> tuple:
     return "loop" if constexprs["LOOP"] else "registers", rows, threads, constexprs["BLOCK_N"]
 
 
+@needs_sm90
 def test_row_reduction_launches(fake_driver):
     """logsumexp takes the LSE variants with an output stride of 0, so the variants hinted for aligned rows apply
     (a stride of 1 sent every row to the unhinted looping one); group_norm's channel arithmetic is 32-bit, and few
@@ -1607,6 +1610,7 @@ def test_row_reduction_launches(fake_driver):
     assert held_fp32["kernel"] == "group_norm_held_kernel" and held_fp32["variant"]["constexprs"]["HELD"] == 16384
 
 
+@needs_sm90
 def test_held_row_norm_launches(fake_driver):
     """On Hopper, rows past 32768 elements with at least 4 rows per multiprocessor (528 of the fake's 132) take
     row_norm_held_kernel where the row fits its configs (112 KB two programs per multiprocessor, 224 KB one; with a
