@@ -323,7 +323,8 @@ XOPSAOT_API xopsaot_status xopsaot_linear_cross_entropy(const xopsaot_tensor *x,
 /* Sampling one token per row (kernels_src/sampling.py): temperature 0 takes the argmax; otherwise the tokens top_k
  * keeps (the logits at or above the k-th largest; 0: all) and then top_p keeps (the fewest highest tokens holding top_p
  * of softmax(logits / temperature) over those, ties kept) compete by Gumbel-max: argmax of logits / temperature + g,
- * g = -log(-log(u)). Token i of row r takes output i % 4 of Philox4x32-10 counter (offset + i / 4 (low, high word), r,
+ * g = -log(-log(u)). A NaN logit reads as -inf: never drawn, counted by no filter; a row of nothing above -inf gives
+ * token 0. Token i of row r takes output i % 4 of Philox4x32-10 counter (offset + i / 4 (low, high word), r,
  * 0) under key (seed low, high word), u = (top 23 bits + 0.5) / 2^23. No sort of the row: top_k and top_p thresholds
  * are found by bisection over the logits' order (a pass over the row per step, 32 steps at most each; on sm_90, calls
  * of at most three rows per eight multiprocessors, rows of 16385 to 131072 tokens, a multiple of 16, run a thread-block

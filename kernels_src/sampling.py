@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from aot.spec import ALIGNED_ONLY, Config, Kernel, f32, i32, i64, is_hopper, ptr
+from kernels_src._cluster import cluster_sync
 from kernels_src._pdl import wait_for_predecessor
 from kernels_src._philox import philox4x32
 
@@ -30,33 +31,43 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 @triton.jit
 def _key(x):
-    """An int32 that orders like the float32 x (-0 just below +0)."""
+    """An int32 that orders like the float32 x (-0 just below +0; NaN aside): the thresholds are bisected as keys."""
     bits = x.to(tl.int32, bitcast=True)
     return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
 
 
 @triton.jit
+def _value(key):
+    """The float32 whose key (_key) is `key`. The filters compare logits with a threshold's value as floats: one
+    compare a token, and NaN is at or above no threshold, so no filter counts it and no draw keeps it (as -inf)."""
+    bits = tl.where(key < 0, key ^ 0x7FFFFFFF, key)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _count_at_or_above(X, n, threshold, BLOCK: tl.constexpr):
+    """The number of tokens at or above the key threshold."""
+    at_least = _value(threshold)
     cols = tl.arange(0, BLOCK)
     count = tl.zeros([BLOCK], dtype=tl.int32)
     for start in range(0, n, BLOCK):
         c = start + cols
         x = tl.load(X + c, mask=c < n, other=-float("inf")).to(tl.float32)
-        count += ((c < n) & (_key(x) >= threshold)).to(tl.int32)
+        count += ((c < n) & (x >= at_least)).to(tl.int32)
     return tl.sum(count, axis=0)
 
 
 @triton.jit
 def _mass_at_or_above(X, n, threshold, floor, row_max, inv_t, BLOCK: tl.constexpr):
     """Sum of exp((x - max) / temperature) over the tokens whose key is at least threshold and floor."""
+    at_least = _value(tl.maximum(threshold, floor))
     cols = tl.arange(0, BLOCK)
     mass = tl.zeros([BLOCK], dtype=tl.float32)
     for start in range(0, n, BLOCK):
         c = start + cols
         x = tl.load(X + c, mask=c < n, other=-float("inf")).to(tl.float32)
-        k = _key(x)
         e = tl.exp2((x - row_max) * (inv_t * LOG2E))
-        mass += tl.where((c < n) & (k >= threshold) & (k >= floor), e, 0.0)
+        mass += tl.where((c < n) & (x >= at_least), e, 0.0)
     return tl.sum(mass, axis=0)
 
 
@@ -105,7 +116,7 @@ def sample_kernel(
     )
     cols = tl.arange(0, BLOCK)
 
-    floor = _key(tl.full([], -float("inf"), dtype=tl.float32))  # every token's (but a negative NaN's, as the min's)
+    floor = _key(tl.full([], -float("inf"), dtype=tl.float32))  # every token but NaN (at or above no value)
     if (temperature != 0.0) & (((top_k > 0) & (top_k < n)) | (top_p < 1.0)):
         # 1. the max and min
         hi_x = tl.full([BLOCK], -float("inf"), dtype=tl.float32)
@@ -155,6 +166,7 @@ def sample_kernel(
 def _gumbel_best(X, lo, hi, floor, inv_t, greedy, seed, offset, stream, BLOCK: tl.constexpr):
     """The best score x / temperature + g over the kept tokens (key at least floor) of [lo, hi) and its first token
     (-1 where no score beats -inf); lo is a multiple of BLOCK, and stream the row's Philox stream."""
+    at_least = _value(floor)
     cols = tl.arange(0, BLOCK)
     k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
     k1 = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
@@ -170,7 +182,7 @@ def _gumbel_best(X, lo, hi, floor, inv_t, greedy, seed, offset, stream, BLOCK: t
         c = start + cols
         x = tl.load(X + c, mask=c < hi, other=-float("inf")).to(tl.float32)
         gumbel = tl.where(greedy, 0.0, -tl.log(-tl.log(u)))
-        score = tl.where((c < hi) & (_key(x) >= floor), x * inv_t + gumbel, -float("inf"))
+        score = tl.where((c < hi) & (x >= at_least), x * inv_t + gumbel, -float("inf"))
         block_best = tl.max(score, axis=0)
         block_index = tl.argmax(score, axis=0, tie_break_left=True)
         if block_best > best:
@@ -232,32 +244,23 @@ def sample_pick_kernel(Scores, Tokens, Out, chunks, PDL: tl.constexpr = False):
 
 
 @triton.jit
-def _cluster_sync():
-    """Wait until every program of this cluster has arrived here (aot.spec.Config.cluster); the global writes each
-    made before are then visible to all (arrive releases, wait acquires, at cluster scope). Returns 0, for the
-    addresses read next, so that those loads depend on the wait (kernels_src/_cluster.py's barrier, for Triton)."""
-    return tl.inline_asm_elementwise(
-        "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n\tmov.u32 $0, 0;",
-        "=r", [], dtype=tl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
-
-
-@triton.jit
-def _publish(W, rank, parity, a, b, CLUSTER: tl.constexpr):
-    """Write this program's float32 pair (a, b) to the slots of W (row-private) that this exchange's parity names,
-    and wait for every program of the cluster to have written its own. Returns the parity's slots (a's CLUSTER, then
-    b's), offset by the barrier's 0 so that their loads follow it. Exchanges alternate parities: a program rewrites
-    a parity's slots only after the next exchange's barrier, which no program reaches before reading these."""
+def _publish(W, rank, parity, a, b, CLUSTER: tl.constexpr, PAIR: tl.constexpr = True):
+    """Write this program's float32 pair (a, b) (a alone unless PAIR) to the slots of W (row-private) that this
+    exchange's parity names, and wait for every program of the cluster to have written its own. Returns the parity's
+    slots (a's CLUSTER, then b's), offset by the barrier's 0 so that their loads follow it. Exchanges alternate
+    parities: a program rewrites a parity's slots only after the next exchange's barrier, which no program reaches
+    before reading these."""
     slot = W + parity * (2 * CLUSTER)
     tl.store(slot + rank, a)
-    tl.store(slot + CLUSTER + rank, b)
-    return slot + _cluster_sync()
+    if PAIR:
+        tl.store(slot + CLUSTER + rank, b)
+    return slot + cluster_sync()
 
 
 @triton.jit
 def _cluster_sum(W, rank, parity, value, CLUSTER: tl.constexpr):
     """The sum of the programs' float32 `value`s, in rank order, the same in every program."""
-    slot = _publish(W, rank, parity, value, 0.0, CLUSTER)
+    slot = _publish(W, rank, parity, value, 0.0, CLUSTER, PAIR=False)
     return tl.sum(tl.load(slot + tl.arange(0, CLUSTER), cache_modifier=".cg"), axis=0)
 
 
@@ -310,7 +313,6 @@ def sample_cluster_kernel(
         c = lo_c + tl.arange(0, BLOCK)
         inside = c < hi_c
         x = tl.load(X + c, mask=inside, other=-float("inf")).to(tl.float32)
-        key = _key(x)
         # 1. the max and min
         slot = _publish(W, rank, parity, tl.max(x, axis=0), tl.min(tl.where(inside, x, float("inf")), axis=0), CLUSTER)
         parity = 1 - parity
@@ -326,7 +328,7 @@ def sample_cluster_kernel(
             hi = key_hi.to(tl.int64)
             while lo < hi:
                 mid = lo + (hi - lo + 1) // 2
-                count = tl.sum((inside & (key >= mid.to(tl.int32))).to(tl.float32), axis=0)  # exact below 2^24
+                count = tl.sum((inside & (x >= _value(mid.to(tl.int32)))).to(tl.float32), axis=0)  # exact below 2^24
                 if _cluster_sum(W, rank, parity, count, CLUSTER) >= top_k:
                     lo = mid
                 else:
@@ -336,14 +338,14 @@ def sample_cluster_kernel(
 
         # 3. top_p
         if top_p < 1.0:
-            e = tl.where(inside & (key >= floor), tl.exp2((x - row_max) * (inv_t * LOG2E)), 0.0)
+            e = tl.where(inside & (x >= _value(floor)), tl.exp2((x - row_max) * (inv_t * LOG2E)), 0.0)
             goal = top_p * _cluster_sum(W, rank, parity, tl.sum(e, axis=0), CLUSTER)
             parity = 1 - parity
             lo = floor.to(tl.int64)
             hi = key_hi.to(tl.int64)
             while lo < hi:
                 mid = lo + (hi - lo + 1) // 2
-                mass = tl.sum(tl.where(key >= mid.to(tl.int32), e, 0.0), axis=0)
+                mass = tl.sum(tl.where(x >= _value(mid.to(tl.int32)), e, 0.0), axis=0)
                 if _cluster_sum(W, rank, parity, mass, CLUSTER) >= goal:
                     lo = mid
                 else:
@@ -390,7 +392,9 @@ CLUSTER_BLOCK = 16384  # and the most tokens each holds
 # sample_cluster_kernel's rows at most, per CLUSTER multiprocessors. An H100 runs about 15 clusters of 8 at once (one
 # program per multiprocessor, and a cluster within one GPC), so 128256 bf16 tokens a row took 59 us of device time
 # (top_k 50) and 90 (top_k 50 and top_p 0.9) at batch 1-8, 115 and 179 at 16, 231 and 359 at 48, 289 and 451 at 66,
-# against sample_kernel's 240-246 and 425-446 at any batch to 132 (benchmarks/experiments/sample_cluster.py, stop 46)
+# against sample_kernel's 240-246 and 425-446 at any batch to 132 (benchmarks/experiments/sample_cluster.py, stop 46).
+# Since stop 47 sample_kernel's filters compare floats (205 and 358 from 64 rows on): at 48 rows top_k 50 alone would
+# now be about 10% faster there, top_p 0.9 alone 17% slower, both even; the rule stays.
 CLUSTER_ROWS_PER_SM = 3
 
 KERNELS = [

@@ -182,6 +182,48 @@ def test_sample_seeds(rng, where):
     assert tokens(lead).shape == (2, 3)
 
 
+def nan_rows(rng, n: int) -> np.ndarray:
+    """Rows of logits with NaN: one, at the row's max, 1% of them, all but the last 5, all."""
+    x = (rng.standard_normal((5, n)) * 3).astype(np.float32)
+    x[0, n // 3] = np.nan
+    x[1, np.argmax(x[1])] = np.nan
+    x[2, rng.random(n) < 0.01] = np.nan
+    x[3, : n - 5] = np.nan
+    x[4] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_sample_reads_nan_as_minus_infinity(rng, where):
+    """A NaN logit is drawn by no path and counted by no filter: every setting gives the tokens it gives with -inf in
+    its place, never a NaN's token (a row of NaN gives 0, as a row of -inf does). On the GPU at 32000 and 128256
+    tokens, one row at a time (split rows or clusters on Hopper) and among enough rows to take sample_kernel. (The
+    kernels counted NaN above every top_k threshold; the NumPy path drew NaN's tokens or failed on a NaN max.)"""
+    sizes = (1000, 32000) if where == "cpu" else (32000, 128_256)
+    batch = 1 if where == "cpu" else torch_or_skip().cuda.get_device_properties(0).multi_processor_count
+    settings = [(0.7, None, None), (0.7, 50, None), (0.7, None, 0.9), (0.7, 50, 0.9), (0.0, None, None)]
+    for n in sizes:
+        x = nan_rows(rng, n)
+        masked = np.where(np.isnan(x), -np.inf, x).astype(np.float32)
+        filler = rng.standard_normal((batch, n)).astype(np.float32)
+        for dtype in FLOATS:
+            for temperature, top_k, top_p in settings:
+                what = f"{where} {n} {dtype} {temperature} {top_k} {top_p}"
+                seed = int(rng.integers(2**62))
+                for r in range(len(x)):
+                    got = tokens(xopsaot.sample(typed(where, x[r], dtype), temperature, top_k, top_p, seed=seed))
+                    ran(where)
+                    want = tokens(xopsaot.sample(typed(where, masked[r], dtype), temperature, top_k, top_p, seed=seed))
+                    assert got == want, f"{what} row {r} alone: {got}, {want} with -inf"
+                    assert not np.isnan(x[r, got]) or (r == 4 and got == 0), f"{what} row {r}: NaN's token {got}"
+                both = [np.concatenate([rows, filler]) for rows in (x, masked)]
+                got, want = (
+                    tokens(xopsaot.sample(typed(where, b, dtype), temperature, top_k, top_p, seed=seed)) for b in both
+                )
+                ran(where)
+                assert np.array_equal(got[:5], want[:5]), f"{what} among {batch}: {got[:5]}, {want[:5]} with -inf"
+
+
 @pytest.mark.gpu
 def test_sample_paths_agree(rng):
     """The same seed gives the same tokens on the GPU and on the CPU path (bar near-ties of the float32 scores)."""

@@ -39,7 +39,7 @@ static xopsaot_status check_sampling(const xopsaot_tensor *like, int64_t rows, c
 /* Rows no filter touches (greedy, or neither top_k nor top_p), at most one per two multiprocessors, are split into
  * chunks of one CHUNK_BLOCK step, a program each, which write their best score and token to a workspace; then one
  * program per row picks (kernels_src/sampling.py). One program per row walks the row: 68 us per row of 128256 bf16
- * logits on an H100 at any batch up to one row per multiprocessor. Split: 8.9 us at batch 1, 10.8 at 8, 39.6 at 64,
+ * logits on an H100 at any batch up to one row per multiprocessor (61 since stop 47). Split: 8.9 us at batch 1, 10.8 at 8, 39.6 at 64,
  * but 75.8 at 131 and 78 at 132, where the whole rows' one wave reads 69 (benchmarks/experiments/sample_chunks.py,
  * h100-2026-11-27-experiments.md, stop 45). */
 #define CHUNK_BLOCK XK_SAMPLE_CHUNKS_KERNEL_BLOCK
@@ -50,13 +50,17 @@ static int unfiltered(int64_t n, const xopsaot_tensor *temperatures, const xopsa
   return !top_ks && !top_ps && (o->top_k == 0 || o->top_k >= n) && o->top_p >= 1.0f;
 }
 
+/* At most one row per two multiprocessors, each row at least two chunks long. (A device that cannot be asked says
+ * no here, and the row kernel's launch reports why.) */
+static int chunked(int64_t rows, int64_t n, int device) {
+  int sm_count = 0;
+  return xo_device_sm_count(device, &sm_count) == XOPSAOT_SUCCESS && 2 * rows <= sm_count && n > CHUNK_BLOCK;
+}
+
 static xopsaot_status launch_chunks(void *logits, int32_t dtype, int64_t stride, int64_t rows, int64_t n,
                                     int64_t first, const xopsaot_tensor *temperatures, const xopsaot_tensor *out,
-                                    const xopsaot_sample_options *o, int device, void *stream, int *launched) {
-  int sm_count = 0;
-  XO_TRY(xo_device_sm_count(device, &sm_count));
+                                    const xopsaot_sample_options *o, int device, void *stream) {
   const int64_t chunks = (n + CHUNK_BLOCK - 1) / CHUNK_BLOCK;
-  if (2 * rows > sm_count || chunks < 2) return XOPSAOT_SUCCESS;
   void *workspace = NULL; /* float32 scores, then int32 tokens, rows x chunks each */
   XO_TRY(xo_workspace_alloc(device, stream, (uint64_t)(rows * chunks) * 8, &workspace));
   float *scores = workspace;
@@ -76,7 +80,6 @@ static xopsaot_status launch_chunks(void *logits, int32_t dtype, int64_t stride,
     st = xo_launch(&xk_sample_pick_kernel, &pick_keys.S, &pick, device, stream);
   }
   xo_workspace_free(device, stream, workspace);
-  *launched = 1;
   return st;
 }
 
@@ -94,11 +97,8 @@ static xopsaot_status launch(void *logits, int32_t dtype, int64_t stride, int64_
                              const xopsaot_tensor *top_ps, const xopsaot_tensor *out, const xopsaot_sample_options *o,
                              int device, void *stream) {
   if (rows == 0) return XOPSAOT_SUCCESS;
-  if (unfiltered(n, temperatures, top_ks, top_ps, o)) {
-    int launched = 0;
-    XO_TRY(launch_chunks(logits, dtype, stride, rows, n, first, temperatures, out, o, device, stream, &launched));
-    if (launched) return XOPSAOT_SUCCESS;
-  }
+  if (unfiltered(n, temperatures, top_ks, top_ps, o) && chunked(rows, n, device))
+    return launch_chunks(logits, dtype, stride, rows, n, first, temperatures, out, o, device, stream);
   xk_sample_kernel_keys keys = {.T = dtype};
   /* Few rows longer than one sample_kernel step (its config's `when`): a thread-block cluster a row holds the row in
    * its programs' registers, and each bisection step sums their counts or masses through a workspace, where one

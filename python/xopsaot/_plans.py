@@ -157,10 +157,11 @@ class Recorder:
         returned = result if isinstance(result, tuple) else (result,)
         if any(r is not None and id(r) not in self.sources for r in returned):
             return None
-        found = {seed for *_, scalars in self.launches for _, _, seed in self.seed_slots(scalars)}
+        seeded = [self.seed_slots(scalars) for *_, scalars in self.launches]
+        found = {seed for slots in seeded for _, _, seed in slots}
         if found != set(self.seeds):  # a fresh seed that went anywhere but a launch's scalars cannot be redrawn
             return None
-        return Plan(self, result)
+        return Plan(self, result, seeded)
 
     def seed_slots(self, scalars) -> list:
         """(scalar index, field or None, seed) for each scalar that is one of the call's fresh seeds: an int
@@ -181,7 +182,8 @@ class Recorder:
 class Plan:
     """A recorded GPU call, replayed for new tensors of the same signature."""
 
-    def __init__(self, rec: Recorder, result):
+    def __init__(self, rec: Recorder, result, seeded: list):
+        """seeded: per launch, Recorder.seed_slots of its scalars."""
         torch = rec.framework.torch
         self.empty_like = torch.empty_like
         self.empty = torch.empty
@@ -192,13 +194,13 @@ class Plan:
         self.launches = []
         arguments = rec.arguments  # replay numbers the argument tensors first, then the outputs
         self.seeds = len(rec.seeds)
-        for name, descriptors, slots, pointers, scalars in rec.launches:
+        for (name, descriptors, slots, pointers, scalars), seed_slots in zip(rec.launches, seeded):
             words = [
                 (slots[index] * _library.TENSOR.size // 8, i if kind == "arg" else arguments + i, offset)
                 for index, (kind, i), offset in pointers
             ]
-            seeded = [(i, field, rec.seeds.index(seed)) for i, field, seed in rec.seed_slots(scalars)]
-            self.launches.append((getattr(_library.library(), name), descriptors, slots, words, scalars, seeded))
+            which = [(i, field, rec.seeds.index(seed)) for i, field, seed in seed_slots]
+            self.launches.append((getattr(_library.library(), name), descriptors, slots, words, scalars, which))
         self.many = isinstance(result, tuple)
         self.result = [rec.source(r) for r in (result if self.many else (result,))]
         self.local = threading.local()

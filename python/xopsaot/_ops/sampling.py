@@ -53,6 +53,7 @@ def sample_reference(
 
 def _sample_rows(logits, temperature, top_k, top_p, seed: int, offset: int, first: int) -> np.ndarray:
     x = logits.astype(np.float32)
+    x[np.isnan(x)] = -np.inf  # as the kernels read NaN: never drawn, counted by no filter
     rows, n = x.shape
     kept = np.ones((rows, n), bool)
     for r in range(rows):  # the filters, row by row where asked for
@@ -61,7 +62,8 @@ def _sample_rows(logits, temperature, top_k, top_p, seed: int, offset: int, firs
             kept[r] = row >= np.partition(row, n - k)[n - k]
         if top_p[r] < 1 and temperature[r] > 0:
             inv_t = np.float64(np.float32(1.0) / np.float32(temperature[r]))
-            weights = np.exp((row[kept[r]].astype(np.float64) - row.max()) * inv_t)
+            with np.errstate(invalid="ignore"):  # a row of -inf: NaN weights, and every token kept
+                weights = np.exp((row[kept[r]].astype(np.float64) - row.max()) * inv_t)
             kept[r] &= row >= _top_p_threshold(row[kept[r]], weights, float(top_p[r]))
     greedy = temperature == 0
     with np.errstate(divide="ignore"):
@@ -178,7 +180,8 @@ def sample(
     """One token per row of logits (..., vocab) -> int64 (...). temperature 0 takes the argmax (greedy); otherwise
     top_k keeps the tokens at or above the k-th largest logit (None or 0: all), top_p then keeps the fewest highest
     tokens holding top_p of softmax(logits / temperature) over those (None or 1: all; ties kept), and the token is
-    argmax(logits / temperature + Gumbel noise) among them. temperature, top_k and top_p are numbers or arrays of one
+    argmax(logits / temperature + Gumbel noise) among them. A NaN logit reads as -inf (never drawn, counted by no
+    filter); a row of nothing above -inf gives 0. temperature, top_k and top_p are numbers or arrays of one
     value per row. seed (a 63-bit int; None draws one per call, but for a call all greedy, which draws nothing) and
     offset fix the draws (row r, token i: Philox counter offset + i // 4, stream r). validate=True copies per-row
     arrays to the host to check them (skipped during CUDA graph capture); calls of scalars are replayed by the fast
