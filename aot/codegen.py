@@ -88,7 +88,6 @@ def generate(compiled: list[Compiled], kernels: list[Kernel], out_dir: Path, req
     by_kernel: dict[str, list[Compiled]] = {k.name: [] for k in kernels}
     for c in compiled:
         by_kernel[c.variant.kernel.name].append(c)
-    kernel_of = {k.name: k for k in kernels}
 
     blob = bytearray()
     manifest_variants = []
@@ -111,8 +110,8 @@ def generate(compiled: list[Compiled], kernels: list[Kernel], out_dir: Path, req
     ]
     variant_rows = []
     index = 0
-    for name, items in by_kernel.items():
-        kernel = kernel_of[name]
+    for kernel in kernels:
+        name, items = kernel.name, by_kernel[kernel.name]
         k = f"xk_{name}"
         consts = int_constexprs(kernel, [c.variant for c in items])
         keys = kernel.dtype_axes() + kernel.constexpr_axes()

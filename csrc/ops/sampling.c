@@ -39,9 +39,9 @@ static xopsaot_status check_sampling(const xopsaot_tensor *like, int64_t rows, c
 /* Rows no filter touches (greedy, or neither top_k nor top_p), at most one per two multiprocessors, are split into
  * chunks of one CHUNK_BLOCK step, a program each, which write their best score and token to a workspace; then one
  * program per row picks (kernels_src/sampling.py). One program per row walks the row: 68 us per row of 128256 bf16
- * logits on an H100 at any batch up to one row per multiprocessor (61 since stop 47). Split: 8.9 us at batch 1, 10.8 at 8, 39.6 at 64,
- * but 75.8 at 131 and 78 at 132, where the whole rows' one wave reads 69 (benchmarks/experiments/sample_chunks.py,
- * h100-2026-11-27-experiments.md, stop 45). */
+ * logits on an H100 at any batch up to one row per multiprocessor (61 since stop 47). Split: 8.9 us at batch 1, 10.8
+ * at 8, 39.6 at 64, but 75.8 at 131 and 78 at 132, where the whole rows' one wave reads 69
+ * (benchmarks/experiments/sample_chunks.py, h100-2026-11-27-experiments.md, stop 45). */
 #define CHUNK_BLOCK XK_SAMPLE_CHUNKS_KERNEL_BLOCK
 
 static int unfiltered(int64_t n, const xopsaot_tensor *temperatures, const xopsaot_tensor *top_ks,
