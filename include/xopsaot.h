@@ -389,10 +389,15 @@ XOPSAOT_API xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xop
 
 /* Varlen: q (total_q, heads, headdim), k and v (total_k, heads_k, headdim); cu_seqlens_* int32 (batch + 1,),
  * non-decreasing from 0, read on the device (not checked here); max_seqlen_* bound every sequence's length.
- * Zero-length sequences are allowed. */
+ * Zero-length sequences are allowed. With block_table (batch, max_pages) int32 (else NULL), k and v are paged
+ * caches (num_pages, page_size, heads_k, headdim), as flash_attn_with_kvcache's (fp8 e4m3 with options' k_scale
+ * and v_scale too): sequence b's keys are its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens through
+ * block_table[b], and max_seqlen_k may not exceed max_pages x page_size (a table entry outside the cache reads
+ * zeros or another page of it, never memory outside it). */
 XOPSAOT_API xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_tensor *k,
                                                      const xopsaot_tensor *v, const xopsaot_tensor *cu_seqlens_q,
-                                                     const xopsaot_tensor *cu_seqlens_k, const xopsaot_tensor *out,
+                                                     const xopsaot_tensor *cu_seqlens_k,
+                                                     const xopsaot_tensor *block_table, const xopsaot_tensor *out,
                                                      const xopsaot_tensor *lse, const xopsaot_tensor *alibi_slopes,
                                                      int max_seqlen_q, int max_seqlen_k,
                                                      const xopsaot_attention_options *options, void *stream);

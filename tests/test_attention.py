@@ -336,6 +336,70 @@ def sequence_slots(b: int, length: int, new: int, table, page: int):
     return rows, tuple(r[length:] for r in rows)
 
 
+@pytest.mark.parametrize("where", PATHS)
+@pytest.mark.parametrize("kv", ["16-bit", "fp8"])
+@pytest.mark.parametrize("page_size, dim, dtype", [(16, 128, "float16"), (128, 64, "bfloat16")])
+def test_flash_attn_varlen_paged(request, rng, where, kv, page_size, dim, dtype):
+    """flash-attn's paged varlen form (block_table): packed queries of a batch that mixes prefill chunks, decode
+    steps, an empty query sequence and an empty key sequence, against pools of pages through a shuffled table with
+    spare pages; sequence b's keys are its first cu_seqlens_k lengths of its table row. Causal (bottom-right) and
+    not, with lse, against float64; the caches 16-bit or fp8 e4m3 with per-tensor scales."""
+    if where == "gpu":
+        request.getfixturevalue("poison")
+    lengths_q = [37, 1, 0, 200, 5, 1]
+    lengths_k = [300, 1000, 17, 200, 0, 129]
+    cq, ck = (np.concatenate([[0], np.cumsum(n)]).astype(np.int32) for n in (lengths_q, lengths_k))
+    batch, h, hk, capacity = len(lengths_q), 8, 2, 1024
+    caches = [np.clip(rng.standard_normal((batch, capacity, hk, dim)), -4, 4) for _ in range(2)]
+    pools, table = paged(caches, page_size, rng)
+    scales = (0.01, 0.02) if kv == "fp8" else (1.0, 1.0)
+    if kv == "fp8":
+        kc, vc = (fp8(pool, scale, where) for pool, scale in zip(pools, scales))
+        held = [fp8_held(pool, scale, where) for pool, scale in zip(pools, scales)]
+    else:
+        kc, vc = (to_where(pool, dtype, where) for pool in pools)
+        held = [host(x).astype(np.float64) for x in (kc, vc)]
+    q = arr(rng, (int(cq[-1]), h, dim), dtype, where)
+    for causal in (False, True):
+        out, lse = xopsaot.flash_attn_varlen(
+            q, kc, vc, ints(cq, where), ints(ck, where), max(lengths_q), max(lengths_k), causal=causal,
+            return_lse=True, block_table=ints(table, where), k_scale=scales[0], v_scale=scales[1],
+        )  # fmt: skip
+        note_variant(where)
+        hq, ho, hl = host(q), host(out), host(lse)
+        for (b, qs), n in zip(varlen_pieces(cq), lengths_k):
+            if qs.stop == qs.start:
+                continue
+            pos = np.arange(n)
+            keys, values = (x[table[b, pos // page_size], pos % page_size] for x in held)
+            ref, ref_lse = attention64(hq[None, qs], keys[None], values[None], causal, with_lse=True)
+            what = f"{kv} pages of {page_size}, causal={causal}, sequence {b}"
+            assert_close(ho[qs], ref[0], dtype, what)
+            assert_lse_close(hl[:, qs], ref_lse[0], 2e-2, what)
+
+
+@pytest.mark.parametrize("where", PATHS)
+def test_flash_attn_varlen_paged_bad_input(rng, where):
+    q = arr(rng, (20, 4, 64), "float16", where)
+    pool = arr(rng, (6, 16, 2, 64), "float16", where)  # 6 pages of 16
+    cq, ck, table = ints([0, 10, 20], where), ints([0, 20, 23], where), ints([[0, 1], [2, 3]], where)
+    xopsaot.flash_attn_varlen(q, pool, pool, cq, ck, 10, 20, block_table=table)
+    with pytest.raises(ValueError, match="block_table.*int32"):
+        xopsaot.flash_attn_varlen(q, pool, pool, cq, ck, 10, 20, block_table=host_int64([[0, 1], [2, 3]], where))
+    with pytest.raises(ValueError, match=r"block_table\[1\] points at page 9"):
+        xopsaot.flash_attn_varlen(q, pool, pool, cq, ints([0, 3, 23], where), 10, 20,
+                                  block_table=ints([[0, 1], [2, 9]], where))  # fmt: skip
+    with pytest.raises(ValueError, match="max_seqlen_k=40 exceeds the 2 pages of 16"):
+        xopsaot.flash_attn_varlen(q, pool, pool, cq, ck, 10, 40, block_table=table)
+    with pytest.raises(ValueError, match="block_table has 2 rows but cu_seqlens_q has batch 1"):
+        xopsaot.flash_attn_varlen(q, pool, pool, ints([0, 20], where), ints([0, 20], where), 20, 20,
+                                  block_table=table)  # fmt: skip
+    with pytest.raises(ValueError, match="k must have 4 dims"):
+        xopsaot.flash_attn_varlen(q, q, q, cq, ck, 10, 20, block_table=table)
+    with pytest.raises(ValueError, match="k_scale and v_scale apply to an float8_e4m3fn cache"):
+        xopsaot.flash_attn_varlen(q, pool, pool, cq, ck, 10, 20, block_table=table, k_scale=2.0)
+
+
 KV_CASES = {  # seqlen_q, new tokens, options
     "decode": (1, 0, {}),
     "decode_append": (1, 1, {}),

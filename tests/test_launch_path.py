@@ -859,7 +859,7 @@ def test_prefill_without_keys_skips_the_tma_kernels(fake_driver):
         q = tensor((64, 8, 128), ptr={A})
         k = tensor((0, 2, 128), ptr={B})
         cu_q, cu_k = tensor((3,), "int32", ptr={D}), tensor((3,), "int32", ptr={D} + 64)
-        packed = error_of(_library.call, "xopsaot_flash_attn_varlen", (q, k, k, cu_q, cu_k, q, None, None), 40, 0,
+        packed = error_of(_library.call, "xopsaot_flash_attn_varlen", (q, k, k, cu_q, cu_k, None, q, None, None), 40, 0,
                           options(0.125), 0)
         q, k = tensor((2, 64, 8, 128), ptr={A}), tensor((2, 0, 2, 128), ptr={B})
         dense = error_of(_library.call, "xopsaot_flash_attn", (q, k, k, q, None, None), options(0.125), 0)
@@ -899,7 +899,7 @@ def test_hopper_varlen_prefill_takes_query_and_key_descriptors(fake_driver):
         k = tensor((154, 2, 128), ptr={B})
         out = tensor((600, 8, 128), ptr={C})
         cu_q, cu_k = tensor((3,), "int32", ptr={D}), tensor((3,), "int32", ptr={D} + 64)
-        _library.call("xopsaot_flash_attn_varlen", (q, k, k, cu_q, cu_k, out, None, None), 300, 77,
+        _library.call("xopsaot_flash_attn_varlen", (q, k, k, cu_q, cu_k, None, out, None, None), 300, 77,
                       options(0.125, causal=1), 0)
         emit(launch=launches()[0], count=len(launches()), maps=tensor_maps(), allocs=fake.fake_cuda_alloc_count(),
              frees=fake.fake_cuda_free_count())
@@ -926,6 +926,41 @@ def test_hopper_varlen_prefill_takes_query_and_key_descriptors(fake_driver):
     programs = launch["grid"][0] * 8 * 2
     assert p[32] == 0xABC000000 + programs * scratch and p[33] == 0 and len(p) == 34  # global scratch, no profile
     assert r["allocs"] == 1 and r["frees"] == 1
+
+
+def test_paged_varlen_runs_the_general_kernel_on_the_pool(fake_driver):
+    """Packed queries against paged caches (flash_attn_varlen's block_table) take attn_fwd's paged variants on every
+    arch (no TMA path): the pool's page and slot strides, the table, both cumulative lengths, page_size, n_pages and
+    max_pages; max_seqlen_k past what the table holds is an error before any launch."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(52)
+        q = tensor((300, 8, 128), ptr={A})
+        pool = tensor((40, 16, 2, 128), ptr={B})
+        out = tensor((300, 8, 128), ptr={C})
+        cu_q, cu_k = tensor((4,), "int32", ptr={D}), tensor((4,), "int32", ptr={D} + 64)
+        table = tensor((3, 12), "int32", ptr={D} + 128)
+        _library.call("xopsaot_flash_attn_varlen", (q, pool, pool, cu_q, cu_k, table, out, None, None), 250, 190,
+                      options(0.125, causal=1), 0)
+        too_long = error_of(_library.call, "xopsaot_flash_attn_varlen", (q, pool, pool, cu_q, cu_k, table, out, None,
+                            None), 250, 193, options(0.125), 0)
+        emit(launches=launches(), too_long=too_long)
+    """,
+    )
+    (launch,) = r["launches"]
+    variant = launch["variant"]
+    assert variant["kernel"] == "attn_fwd" and variant["keys"] == {"BLOCK_D": 128, "PAGED": True, "MODS": False}
+    (entry,) = [k for k in _library.manifest()["kernels"] if k["name"] == "attn_fwd"]
+    a = dict(zip([x["name"] for x in entry["args"]], decode(launch["params"], "attn_fwd")))
+    assert (a["Q"], a["K"], a["V"], a["Out"], a["BlockTable"]) == (A, B, B, C, D + 128)
+    assert (a["CuSeqlensQ"], a["CuSeqlensK"], a["SequsedK"]) == (D, D + 64, 0)
+    assert (a["stride_kb"], a["stride_ks"], a["stride_kh"]) == (16 * 2 * 128, 2 * 128, 128)  # page, slot, head
+    assert (a["stride_qb"], a["stride_qs"], a["stride_qh"], a["stride_btb"]) == (0, 8 * 128, 128, 12)
+    assert (a["page_size"], a["n_pages"], a["max_pages"], a["varlen_q"], a["varlen_k"]) == (16, 40, 12, 1, 1)
+    assert (a["seqlen_q"], a["seqlen_k"], a["window_right"]) == (250, 190, 0)
+    assert r["too_long"][0] == "ValueError"
+    assert "max_seqlen_k is 193 but block_table holds 12 pages of 16" in r["too_long"][1]
 
 
 @needs_sm90

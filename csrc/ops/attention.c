@@ -469,16 +469,24 @@ xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xopsaot_tensor 
 
 xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_tensor *k, const xopsaot_tensor *v,
                                          const xopsaot_tensor *cu_seqlens_q, const xopsaot_tensor *cu_seqlens_k,
-                                         const xopsaot_tensor *out, const xopsaot_tensor *lse,
-                                         const xopsaot_tensor *alibi_slopes, int max_seqlen_q, int max_seqlen_k,
-                                         const xopsaot_attention_options *options, void *stream) {
+                                         const xopsaot_tensor *block_table, const xopsaot_tensor *out,
+                                         const xopsaot_tensor *lse, const xopsaot_tensor *alibi_slopes,
+                                         int max_seqlen_q, int max_seqlen_k, const xopsaot_attention_options *options,
+                                         void *stream) {
   attn_problem p = {.op = "flash_attn_varlen", .q = q, .k = k, .v = v, .out = out, .lse = lse,
-                    .alibi = alibi_slopes, .cu_q = cu_seqlens_q, .cu_k = cu_seqlens_k, .varlen = 1};
-  const xopsaot_tensor *all[] = {k, v, out};
-  const char *names[] = {"k", "v", "out"};
+                    .alibi = alibi_slopes, .cu_q = cu_seqlens_q, .cu_k = cu_seqlens_k, .block_table = block_table,
+                    .varlen = 1};
   XO_TRY(check_half(&p, q, "q", 3));
-  for (int i = 0; i < 3; ++i) XO_TRY(check_half(&p, all[i], names[i], 3));
+  XO_TRY(check_half(&p, out, "out", 3));
   XO_TRY(xo_check_same_shape(q, out, p.op, "q", "out"));
+  if (block_table) { /* k and v: paged caches, as flash_attn_with_kvcache's */
+    XO_TRY(check_cache(&p, k, "k"));
+    XO_TRY(check_cache(&p, v, "v"));
+    XO_TRY(xo_check_dtype(v, k->dtype, p.op, "v"));
+  } else {
+    XO_TRY(check_half(&p, k, "k", 3));
+    XO_TRY(check_half(&p, v, "v", 3));
+  }
   XO_TRY(xo_check_same_shape(k, v, p.op, "k", "v"));
   XO_TRY(check_int32(&p, cu_seqlens_q, "cu_seqlens_q", 1));
   XO_TRY(check_int32(&p, cu_seqlens_k, "cu_seqlens_k", 1));
@@ -486,15 +494,31 @@ xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
                    "%s: cu_seqlens_q and cu_seqlens_k must both be (batch + 1,), got (%lld,) and (%lld,)", p.op,
                    (long long)cu_seqlens_q->shape[0], (long long)cu_seqlens_k->shape[0]);
-  if (k->shape[2] != q->shape[2])
+  if (k->shape[k->ndim - 1] != q->shape[2])
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k has headdim %lld but q has headdim %lld", p.op,
-                   (long long)k->shape[2], (long long)q->shape[2]);
+                   (long long)k->shape[k->ndim - 1], (long long)q->shape[2]);
   if (max_seqlen_q < 0 || max_seqlen_k < 0)
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: max_seqlen_q and max_seqlen_k must be >= 0", p.op);
   p.batch = cu_seqlens_q->shape[0] - 1, p.seqlen_q = max_seqlen_q, p.seqlen_k = max_seqlen_k;
-  p.heads = q->shape[1], p.heads_k = k->shape[1], p.head_dim = q->shape[2];
-  seq_strides(q, 1, p.q_strides), seq_strides(k, 1, p.k_strides), seq_strides(v, 1, p.v_strides);
-  seq_strides(out, 1, p.o_strides);
+  p.heads = q->shape[1], p.heads_k = k->shape[k->ndim - 2], p.head_dim = q->shape[2];
+  seq_strides(q, 1, p.q_strides), seq_strides(out, 1, p.o_strides);
+  if (block_table) {
+    XO_TRY(check_int32(&p, block_table, "block_table", 2));
+    if (block_table->shape[0] != p.batch)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: block_table has %lld rows but cu_seqlens_q has batch %lld",
+                     p.op, (long long)block_table->shape[0], (long long)p.batch);
+    p.page_size = k->shape[1], p.n_pages = k->shape[0], p.max_pages = block_table->shape[1];
+    if (p.page_size < 1 || p.n_pages > INT32_MAX || p.max_pages > INT32_MAX)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: the paged cache has %lld pages of %lld tokens", p.op,
+                     (long long)p.n_pages, (long long)p.page_size);
+    if (max_seqlen_k > p.page_size * p.max_pages)
+      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
+                     "%s: max_seqlen_k is %d but block_table holds %lld pages of %lld tokens a sequence", p.op,
+                     max_seqlen_k, (long long)p.max_pages, (long long)p.page_size);
+    seq_strides(k, 0, p.k_strides), seq_strides(v, 0, p.v_strides); /* (page, slot, head) */
+  } else {
+    seq_strides(k, 1, p.k_strides), seq_strides(v, 1, p.v_strides);
+  }
   return run(&p, options, stream);
 }
 

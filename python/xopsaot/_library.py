@@ -166,7 +166,7 @@ SIGNATURES = {
     "xopsaot_linear_sample": [_T] * 7 + [ctypes.POINTER(SampleOptions), ctypes.c_void_p],
     "xopsaot_linear_cross_entropy": [_T] * 5 + [ctypes.POINTER(CrossEntropyOptions), ctypes.c_int64, ctypes.c_void_p],
     "xopsaot_flash_attn": [_T] * 6 + [_OPTIONS, ctypes.c_void_p],
-    "xopsaot_flash_attn_varlen": [_T] * 8 + [ctypes.c_int, ctypes.c_int, _OPTIONS, ctypes.c_void_p],
+    "xopsaot_flash_attn_varlen": [_T] * 9 + [ctypes.c_int, ctypes.c_int, _OPTIONS, ctypes.c_void_p],
     "xopsaot_flash_attn_with_kvcache": [_T] * 9 + [_OPTIONS, ctypes.c_void_p],
     "xopsaot_device_count": [ctypes.POINTER(ctypes.c_int)],
     "xopsaot_device_arch": [ctypes.c_int, ctypes.POINTER(ctypes.c_int)],

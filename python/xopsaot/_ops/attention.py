@@ -266,21 +266,37 @@ def flash_attn_varlen(
     softcap: float = 0.0,
     alibi_slopes: Any = None,
     return_lse: bool = False,
+    block_table: Any = None,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
     *,
     validate: bool = True,
     backend: Optional[str] = None,
 ) -> Any:
     """flash_attn on packed sequences: q (total_q, heads, headdim), k/v (total_k, heads_k, headdim), sequence b
     spans cu_seqlens_*[b]:cu_seqlens_*[b + 1] (int32, (batch + 1,)); zero-length sequences are allowed.
-    return_lse gives (heads, total_q). validate=True copies cu_seqlens to the host to check them (skipped during
-    CUDA graph capture); validate=False trusts them."""
+    return_lse gives (heads, total_q). With block_table (batch, max_pages) int32, k and v are paged caches
+    (num_pages, page_size, heads_k, headdim), as flash_attn_with_kvcache's, flash-attn's paged varlen form: sequence
+    b's keys are its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens through block_table[b] (so one launch serves
+    a batch mixing prefill chunks and decode steps); the caches may then be float8_e4m3fn with per-tensor k_scale and
+    v_scale. validate=True copies cu_seqlens (and block_table) to the host to check them (skipped during CUDA graph
+    capture); validate=False trusts them, and the kernels never touch memory outside the caches either way."""
     op = "flash_attn_varlen"
-    names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "alibi_slopes")
-    call, (vq, vk, vv, vcq, vck, va) = resolve(op, backend, names, (q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes))
-    for name, view in (("q", vq), ("k", vk), ("v", vv)):
-        check.ndim(op, name, view, (3,), "(total_tokens, heads, headdim)")
+    names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "alibi_slopes", "block_table")
+    arrays = (q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, block_table)
+    call, (vq, vk, vv, vcq, vck, va, vbt) = resolve(op, backend, names, arrays)
+    paged = vbt is not None
+    check.ndim(op, "q", vq, (3,), "(total_tokens, heads, headdim)")
+    for name, view in (("k", vk), ("v", vv)):
+        if paged:
+            check.ndim(op, name, view, (4,), "(num_pages, page_size, heads_k, headdim) with a block_table")
+        else:
+            check.ndim(op, name, view, (3,), "(total_tokens, heads, headdim)")
     _check_kv(op, vq.shape, vk, vv, batch_dim=False)
-    check.same_dtype(op, ("q", vq), ("k", vk), ("v", vv))
+    check.same_dtype(op, ("k", vk), ("v", vv))
+    if not paged or vk.dtype != FP8_CACHE:
+        check.same_dtype(op, ("q", vq), ("k", vk))
+    kv_scales = _cache_scales(op, vk.dtype, k_scale, v_scale)
     if vcq is None or vck is None:
         raise TypeError(f"{op}: cu_seqlens_q and cu_seqlens_k are required")
     check.index_tensor(op, "cu_seqlens_q", vcq)
@@ -292,15 +308,31 @@ def flash_attn_varlen(
             raise ValueError(f"{op}: {name} must be an int in [0, 2^28), got {value!r}")
     batch = vcq.shape[0] - 1
     total_q, heads, dim = vq.shape
+    page_size = vk.shape[1] if paged else 0
+    check.index_tensor(op, "block_table", vbt, dims=2)
+    if paged:
+        if vbt.shape[0] != batch:
+            raise ValueError(f"{op}: block_table has {vbt.shape[0]} rows but cu_seqlens_q has batch {batch}")
+        if max_seqlen_k > page_size * vbt.shape[1]:
+            raise ValueError(
+                f"{op}: max_seqlen_k={max_seqlen_k} exceeds the {vbt.shape[1]} pages of {page_size} tokens that "
+                "block_table holds a sequence"
+            )
     causal = check.boolean(op, "causal", causal)
     return_lse = check.boolean(op, "return_lse", return_lse)
     window = _window(op, window_size, causal)
     scale, cap = _scale(op, softmax_scale, dim), _softcap(op, softcap)
     va = _alibi(op, call, va, batch, heads)
+    table = None
     if not call.on_gpu or (check.boolean(op, "validate", validate) and call.can_read_back()):
         cq, ck = call.host(vcq), call.host(vck)
         check.cu_seqlens(op, "cu_seqlens_q", cq, total_q, int(max_seqlen_q), "max_seqlen_q")
-        check.cu_seqlens(op, "cu_seqlens_k", ck, vk.shape[0], int(max_seqlen_k), "max_seqlen_k")
+        # paged keys are found through the table, not at cu_seqlens_k's offsets: only the lengths count
+        check.cu_seqlens(op, "cu_seqlens_k", ck, np.inf if paged else vk.shape[0], int(max_seqlen_k), "max_seqlen_k")
+        if paged:
+            table = call.host(vbt)
+            lengths = np.diff(ck.astype(np.int64))
+            _check_cache_indices(op, lengths, 0, page_size * vbt.shape[1], table, page_size, vk.shape[0])
     if not call.on_gpu:
         check.dtype(op, "q", vq, check.FLOATS)
         hq, hk, hv = call.host(vq), call.host(vk), call.host(vv)
@@ -309,20 +341,31 @@ def flash_attn_varlen(
         lse = np.full((heads, total_q), np.inf, np.float32)
         for b in range(batch):
             qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
-            out[qs], lse[:, qs] = attend_reference(hq[qs], hk[ks], hv[ks], scale, window, cap, _slopes_for(slopes, b))
+            if paged:
+                rows = _cache_rows(b, int(ck[b + 1] - ck[b]), page_size, table)
+                keys = _from_cache(_take(hk, b, rows, True), vk.dtype, kv_scales[0])
+                values = _from_cache(_take(hv, b, rows, True), vk.dtype, kv_scales[1])
+            else:
+                keys, values = hk[ks], hv[ks]
+            out[qs], lse[:, qs] = attend_reference(hq[qs], keys, values, scale, window, cap, _slopes_for(slopes, b))
         return _host_result(call, out, lse, vq.dtype, return_lse)
     check.dtype(op, "q", vq, check.HALF_FLOATS, " on the GPU")
     pad = -dim % 8
-    vq, vk, vv = (_ready_for_kernels(call, x, pad) for x in (vq, vk, vv))
+    if paged:
+        _check_cache_layout(op, dim, (("k", vk), ("v", vv)), "a pool of pages is read where it lies, never copied")
+        vq = _ready_for_kernels(call, vq, 0)
+        vbt = _contiguous_rows(call, vbt)
+    else:
+        vq, vk, vv = (_ready_for_kernels(call, x, pad) for x in (vq, vk, vv))
     vcq, vck = call.contiguous(vcq), call.contiguous(vck)
     out = call.empty_like(vq)
     lse = call.empty((heads, total_q), "float32") if return_lse else None
     call.launch(
         "xopsaot_flash_attn_varlen",
-        (vq, vk, vv, vcq, vck, out, lse, va),
+        (vq, vk, vv, vcq, vck, vbt, out, lse, va),
         int(max_seqlen_q),
         int(max_seqlen_k),
-        _launch_options(scale, window, cap),
+        _launch_options(scale, window, cap, 0, kv_scales),
     )
     return _finish(out, lse, dim, return_lse)
 
@@ -436,14 +479,7 @@ def flash_attn_with_kvcache(
             call.framework.assign(vvc.obj, hvc)
         return _host_result(call, out, lse, vq.dtype, return_lse)
     check.dtype(op, "q", vq, check.HALF_FLOATS, " on the GPU")
-    if dim % 8:
-        raise ValueError(
-            f"{op}: headdim {dim} is not a multiple of 8, which a cache needs on the GPU (it cannot be padded in place)"
-        )
-    for name, view in (("k_cache", vkc), ("v_cache", vvc)):
-        if not _kernels_take(view):
-            raise ValueError(f"{op}: {name} must have a contiguous last dim, strides that are multiples of 8 and "
-                             "16-byte aligned data (it is updated in place, so it cannot be copied)")  # fmt: skip
+    _check_cache_layout(op, dim, (("k_cache", vkc), ("v_cache", vvc)), "it is updated in place, so it cannot be copied")
     vq = _ready_for_kernels(call, vq, 0)
     if vk is not None:
         vk, vv = _ready_for_kernels(call, vk, 0), _ready_for_kernels(call, vv, 0)
@@ -457,6 +493,16 @@ def flash_attn_with_kvcache(
         _launch_options(scale, window, cap, int(num_splits), kv_scales),
     )
     return _finish(out, lse, dim, return_lse)
+
+
+def _check_cache_layout(op: str, dim: int, caches, why: str) -> None:
+    """Caches the GPU kernels read where they lie (`why`: they are neither copied nor padded)."""
+    if dim % 8:
+        raise ValueError(f"{op}: headdim {dim} is not a multiple of 8, which a cache needs on the GPU ({why})")
+    for name, view in caches:
+        if not _kernels_take(view):
+            raise ValueError(f"{op}: {name} must have a contiguous last dim, strides that are multiples of 8 and "
+                             f"16-byte aligned data ({why})")  # fmt: skip
 
 
 def _to_cache(values: np.ndarray, cache_dtype: str, scale: float) -> np.ndarray:
