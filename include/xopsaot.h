@@ -393,7 +393,9 @@ XOPSAOT_API xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xop
  * caches (num_pages, page_size, heads_k, headdim), as flash_attn_with_kvcache's (fp8 e4m3 with options' k_scale
  * and v_scale too): sequence b's keys are its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens through
  * block_table[b], and max_seqlen_k may not exceed max_pages x page_size (a table entry outside the cache reads
- * zeros or another page of it, never memory outside it). */
+ * zeros or another page of it, never memory outside it). On Hopper, prefill of 16-bit pools (at least 512 query rows
+ * per key head a sequence on average) first copies the pages to packed rows of a stream-ordered workspace of up to
+ * 1 GiB (batch x max_seqlen_k rows of keys and values), freed after the launch. */
 XOPSAOT_API xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_tensor *k,
                                                      const xopsaot_tensor *v, const xopsaot_tensor *cu_seqlens_q,
                                                      const xopsaot_tensor *cu_seqlens_k,

@@ -525,6 +525,43 @@ def kv_append(
     tl.store(VCache + v_row + head * stride_vh + dims, v, mask=mask)
 
 
+@triton.jit
+def kv_gather(
+    Cache,
+    Packed,
+    CuSeqlensK,
+    BlockTable,
+    stride_p,
+    stride_s,
+    stride_btb,
+    row_width,
+    page_size,
+    n_pages,
+    max_pages,
+    BLOCK_T: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+    PDL: tl.constexpr = False,
+):
+    """Copy sequence b's first cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens of a paged cache (pages at stride_p,
+    slots at stride_s, each token's heads x headdim contiguous: row_width elements) to rows cu_seqlens_k[b] on of
+    Packed, so that packed prefill kernels read them (Hopper's, which load keys by TMA from packed rows). A program
+    takes BLOCK_T tokens (program_id(0)) of sequence program_id(1). Table entries outside the cache copy zeros."""
+    wait_for_predecessor(PDL)
+    batch = tl.program_id(1)
+    start = tl.load(CuSeqlensK + batch)
+    pos = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    inside = pos < tl.load(CuSeqlensK + batch + 1) - start
+    slot = pos // page_size
+    page = tl.load(BlockTable + batch.to(tl.int64) * stride_btb + slot, mask=inside & (slot < max_pages), other=-1)
+    ok = inside & (page >= 0) & (page < n_pages)
+    source = page.to(tl.int64) * stride_p + (pos - slot * page_size).to(tl.int64) * stride_s
+    target = (start + pos).to(tl.int64) * row_width
+    for w in range(0, row_width, BLOCK_W):
+        cols = w + tl.arange(0, BLOCK_W)
+        x = tl.load(Cache + source[:, None] + cols[None, :], mask=ok[:, None] & (cols < row_width)[None, :], other=0.0)
+        tl.store(Packed + target[:, None] + cols[None, :], x, mask=inside[:, None] & (cols < row_width)[None, :])
+
+
 # --- the compiled grid ---
 
 # Configs per target come from the committed tuning table (benchmarks/tune_attention.py writes its entries).
@@ -833,5 +870,28 @@ KERNELS = [
         grid=["seqlen_new", "heads_k", "batch"],
         configs=lambda target, keys: [Config({}, num_warps=1, num_stages=1)] if cache_dtypes_match(keys) else [],
         aligned=ALIGNED_ONLY,
+    ),
+    Kernel(
+        fn=kv_gather,
+        op="flash_attn_varlen",
+        args=[
+            ptr("Cache", "T"),
+            ptr("Packed", "T"),
+            ptr("CuSeqlensK", "i32", aligned=False),
+            ptr("BlockTable", "i32", aligned=False),
+            aligned_stride("stride_p"),
+            aligned_stride("stride_s"),
+            i64("stride_btb"),
+            i32("row_width", aligned=True, divisor=8),
+            i32("page_size"),
+            i32("n_pages"),
+            i32("max_pages"),
+        ],
+        keys={"T": ["fp16", "bf16"]},
+        grid_args=[i32("max_seqlen_k"), i32("batch")],
+        grid=["cdiv(max_seqlen_k, BLOCK_T)", "batch", "1"],
+        configs=lambda target, keys: [Config({"BLOCK_T": 32, "BLOCK_W": 256}, num_warps=4, num_stages=1)],
+        aligned=ALIGNED_ONLY,
+        targets=is_hopper,  # it feeds attn_fwd_ws, Hopper's packed prefill
     ),
 ]

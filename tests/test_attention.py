@@ -336,22 +336,35 @@ def sequence_slots(b: int, length: int, new: int, table, page: int):
     return rows, tuple(r[length:] for r in rows)
 
 
+PAGED_BATCHES = {  # (query lengths, key lengths) of flash_attn_varlen's paged form
+    # prefill chunks, decode steps, an empty query sequence and an empty key sequence: attn_fwd reads the pool
+    "mixed": ([37, 1, 0, 200, 5, 1], [300, 1000, 17, 200, 0, 129]),
+    # at least 128 queries a sequence on average: on Hopper the pages are copied to packed rows for attn_fwd_ws
+    "prefill": ([300, 129, 0, 700, 64], [300, 1000, 17, 900, 64]),
+}
+
+
 @pytest.mark.parametrize("where", PATHS)
 @pytest.mark.parametrize("kv", ["16-bit", "fp8"])
 @pytest.mark.parametrize("page_size, dim, dtype", [(16, 128, "float16"), (128, 64, "bfloat16")])
-def test_flash_attn_varlen_paged(request, rng, where, kv, page_size, dim, dtype):
-    """flash-attn's paged varlen form (block_table): packed queries of a batch that mixes prefill chunks, decode
-    steps, an empty query sequence and an empty key sequence, against pools of pages through a shuffled table with
-    spare pages; sequence b's keys are its first cu_seqlens_k lengths of its table row. Causal (bottom-right) and
-    not, with lse, against float64; the caches 16-bit or fp8 e4m3 with per-tensor scales."""
+@pytest.mark.parametrize("lengths", list(PAGED_BATCHES))
+def test_flash_attn_varlen_paged(request, rng, where, kv, page_size, dim, dtype, lengths):
+    """flash-attn's paged varlen form (block_table): packed queries against pools of pages through a shuffled table
+    with spare pages; sequence b's keys are its first cu_seqlens_k lengths of its table row. Every slot no sequence
+    uses (past each sequence's keys, and the spare pages) holds NaN. Causal (bottom-right) and not, with lse, against
+    float64; the caches 16-bit or fp8 e4m3 with per-tensor scales."""
     if where == "gpu":
         request.getfixturevalue("poison")
-    lengths_q = [37, 1, 0, 200, 5, 1]
-    lengths_k = [300, 1000, 17, 200, 0, 129]
+    lengths_q, lengths_k = PAGED_BATCHES[lengths]
     cq, ck = (np.concatenate([[0], np.cumsum(n)]).astype(np.int32) for n in (lengths_q, lengths_k))
     batch, h, hk, capacity = len(lengths_q), 8, 2, 1024
     caches = [np.clip(rng.standard_normal((batch, capacity, hk, dim)), -4, 4) for _ in range(2)]
+    for cache in caches:
+        for b, n in enumerate(lengths_k):
+            cache[b, n:] = np.nan
     pools, table = paged(caches, page_size, rng)
+    for pool in pools:
+        pool[np.setdiff1d(np.arange(pool.shape[0]), table)] = np.nan
     scales = (0.01, 0.02) if kv == "fp8" else (1.0, 1.0)
     if kv == "fp8":
         kc, vc = (fp8(pool, scale, where) for pool, scale in zip(pools, scales))
@@ -366,6 +379,11 @@ def test_flash_attn_varlen_paged(request, rng, where, kv, page_size, dim, dtype)
             return_lse=True, block_table=ints(table, where), k_scale=scales[0], v_scale=scales[1],
         )  # fmt: skip
         note_variant(where)
+        if where == "gpu" and kv == "16-bit" and lengths == "prefill":
+            import torch
+
+            if torch.cuda.get_device_capability() == (9, 0):  # the pages copied to packed rows for attn_fwd_ws
+                assert _library.manifest()["variants"][_library.last_variant()]["kernel"] == "attn_fwd_ws"
         hq, ho, hl = host(q), host(out), host(lse)
         for (b, qs), n in zip(varlen_pieces(cq), lengths_k):
             if qs.stop == qs.start:

@@ -929,9 +929,10 @@ def test_hopper_varlen_prefill_takes_query_and_key_descriptors(fake_driver):
 
 
 def test_paged_varlen_runs_the_general_kernel_on_the_pool(fake_driver):
-    """Packed queries against paged caches (flash_attn_varlen's block_table) take attn_fwd's paged variants on every
-    arch (no TMA path): the pool's page and slot strides, the table, both cumulative lengths, page_size, n_pages and
-    max_pages; max_seqlen_k past what the table holds is an error before any launch."""
+    """Packed queries against paged caches (flash_attn_varlen's block_table), fewer than 128 a sequence on average
+    (decode steps among chunks), take attn_fwd's paged variants on every arch: the pool's page and slot strides, the
+    table, both cumulative lengths, page_size, n_pages and max_pages; max_seqlen_k past what the table holds is an
+    error before any launch."""
     r = scenario(
         fake_driver,
         f"""
@@ -961,6 +962,44 @@ def test_paged_varlen_runs_the_general_kernel_on_the_pool(fake_driver):
     assert (a["seqlen_q"], a["seqlen_k"], a["window_right"]) == (250, 190, 0)
     assert r["too_long"][0] == "ValueError"
     assert "max_seqlen_k is 193 but block_table holds 12 pages of 16" in r["too_long"][1]
+
+
+@needs_sm90
+def test_paged_varlen_prefill_copies_the_pages_for_the_hopper_kernel(fake_driver):
+    """At 128 queries a sequence or more on average, Hopper copies each sequence's pages to packed rows of a
+    stream-ordered workspace (kv_gather, for keys then values: rows sized by batch x max_seqlen_k, at cu_seqlens_k's
+    offsets) and runs attn_fwd_ws on them; the workspace is freed after the launch."""
+    r = scenario(
+        fake_driver,
+        f"""
+        fake.fake_cuda_expect_params(40)
+        q = tensor((600, 8, 128), ptr={A})
+        k_pool, v_pool = tensor((40, 16, 2, 128), ptr={B}), tensor((40, 16, 2, 128), ptr={B} + 2**24)
+        out = tensor((600, 8, 128), ptr={C})
+        cu_q, cu_k = tensor((4,), "int32", ptr={D}), tensor((4,), "int32", ptr={D} + 64)
+        table = tensor((3, 12), "int32", ptr={D} + 128)
+        _library.call("xopsaot_flash_attn_varlen", (q, k_pool, v_pool, cu_q, cu_k, table, out, None, None), 300, 190,
+                      options(0.125, causal=1), 0)
+        emit(launches=launches(), maps=tensor_maps(), allocs=fake.fake_cuda_alloc_count(),
+             frees=fake.fake_cuda_free_count())
+    """,
+    )
+    names = [x["variant"]["kernel"] for x in r["launches"]]
+    assert names == ["kv_gather", "kv_gather", "attn_fwd_ws"]
+    (entry,) = [k for k in _library.manifest()["kernels"] if k["name"] == "kv_gather"]
+    k_copy, v_copy = (dict(zip([a["name"] for a in entry["args"]], decode(x["params"], "kv_gather"))) for x in
+                      r["launches"][:2])  # fmt: skip
+    rows_bytes = 3 * 190 * 2 * 128 * 2  # batch x max_seqlen_k rows of heads_k x headdim fp16
+    assert (k_copy["Cache"], v_copy["Cache"], v_copy["Packed"] - k_copy["Packed"]) == (B, B + 2**24, rows_bytes)
+    assert (k_copy["CuSeqlensK"], k_copy["BlockTable"], k_copy["stride_p"], k_copy["stride_s"]) == (
+        D + 64, D + 128, 16 * 2 * 128, 2 * 128)  # fmt: skip
+    assert (k_copy["row_width"], k_copy["page_size"], k_copy["n_pages"], k_copy["max_pages"]) == (256, 16, 40, 12)
+    block_t = r["launches"][0]["variant"]["constexprs"]["BLOCK_T"]
+    assert r["launches"][0]["grid"] == [-(-190 // block_t), 3, 1]
+    keys_map = r["maps"][1]
+    assert keys_map["address"] == k_copy["Packed"] and keys_map["dims"] == [256, 3 * 190]  # the packed keys' rows
+    assert r["launches"][2]["params"][10] == v_copy["Packed"]  # attn_fwd_ws's V: the packed values
+    assert r["allocs"] == 2 and r["frees"] == 2  # the workspace, and attn_fwd_ws's global scratch
 
 
 @needs_sm90

@@ -5,11 +5,16 @@ the library's other forms of the same work.
 
 1. Prefill of 12 sequences of 100-8192 tokens (benchmarks/attention.py's varlen batch, 16 heads, head dim 128, bf16,
    causal and not): packed k/v (the Hopper prefill kernel) against the same keys in pools of pages of 16 and 128,
-   shuffled; TFLOP/s on real tokens, bench_sustained.
-2. A continuous batch (GQA 32:8, head dim 128, bf16, pages of 16 shuffled): 4 prefill chunks of 512 queries at 2k-8k
+   shuffled, as dispatched and on the general kernel; TFLOP/s on real tokens, bench_sustained. A pool whose heads
+   are not side by side (a view of every other head-dim half) keeps a call on the general kernel (attn_fwd), which
+   reads the pool in place, where a Hopper call of enough query rows per key head copies the pages to packed rows
+   for attn_fwd_ws (csrc/ops/attention.c's gathers()).
+2. Chunked prefill, GQA 32:8: 8 chunks of 64 to 1024 queries, each at the end of 4096 keys, causal, pages of 16: as
+   dispatched against the general kernel, TFLOP/s.
+3. A continuous batch (GQA 32:8, head dim 128, bf16, pages of 16 shuffled): 4 prefill chunks of 512 queries at 2k-8k
    keys and 60 decode rows at 1k-8k keys in one paged varlen call, against flash_attn_with_kvcache for the decode
    rows plus one call per chunk; us per step in CUDA graphs.
-3. Decode alone, 64 x 8k (pages of 16 shuffled): the paged varlen call against flash_attn_with_kvcache; TB/s of the
+4. Decode alone, 64 x 8k (pages of 16 shuffled): the paged varlen call against flash_attn_with_kvcache; TB/s of the
    keys and values read, in CUDA graphs.
 """
 
@@ -41,6 +46,14 @@ def pool_of(sequences: list[torch.Tensor], page: int, capacity: int):
     return cache, *paged_view(cache, page)
 
 
+def general(pool: torch.Tensor) -> torch.Tensor:
+    """pool's data in a pool of the same shape whose tokens' heads are not side by side (every other head-dim half of
+    a wider one), which keeps a call on attn_fwd."""
+    wide = torch.empty(*pool.shape[:-1], 2 * pool.shape[-1], device="cuda", dtype=pool.dtype)
+    wide[..., : pool.shape[-1]] = pool
+    return wide[..., : pool.shape[-1]]
+
+
 def prefill() -> None:
     gen = torch.Generator().manual_seed(0)
     lengths = torch.randint(100, 8193, (12,), generator=gen).tolist()
@@ -58,10 +71,30 @@ def prefill() -> None:
             pieces = [t.split(lengths) for t in (k, v)]
             _, kp, table = pool_of(list(pieces[0]), page, capacity)
             vp = paged_view(pool_of(list(pieces[1]), page, capacity)[0], page, table)[0]
-            timed(row, f"paged{page}", lambda: xopsaot.flash_attn_varlen(q, kp, vp, cu, cu, longest, longest,
-                  causal=causal, block_table=table, validate=False))  # fmt: skip
-            line += f", pages of {page} {flops / row[f'paged{page}_ms'] / 1e9:.0f}"
+            for name, (kk, vv) in (("", (kp, vp)), (" general", (general(kp), general(vp)))):
+                timed(row, f"paged{page}{name}", lambda kk=kk, vv=vv: xopsaot.flash_attn_varlen(q, kk, vv, cu, cu,
+                      longest, longest, causal=causal, block_table=table, validate=False))  # fmt: skip
+                line += f", pages of {page}{name} {flops / row[f'paged{page}{name}_ms'] / 1e9:.0f}"
         print(line + " TFLOP/s (real tokens)", flush=True)
+
+
+def chunked_prefill() -> None:
+    heads, heads_k, dim, page, keys = 32, 8, 128, 16, 4096
+    kc, vc = (torch.randn(8, keys, heads_k, dim, device="cuda", dtype=BF16) for _ in range(2))
+    kp, table = paged_view(kc, page)
+    vp, _ = paged_view(vc, page, table)
+    ck = cumulative([keys] * 8)
+    for chunk in (64, 128, 256, 512, 1024):
+        q = torch.randn(8 * chunk, heads, dim, device="cuda", dtype=BF16)
+        cq = cumulative([chunk] * 8)
+        flops = 8 * 4 * heads * dim * chunk * (keys - chunk / 2)  # causal: each query sees keys - chunk + its own
+        line = f"chunked prefill 8 x {chunk} queries at {keys} keys:"
+        for name, (kk, vv) in (("as dispatched", (kp, vp)), ("general", (general(kp), general(vp)))):
+            row = {}
+            timed(row, "t", lambda kk=kk, vv=vv: xopsaot.flash_attn_varlen(q, kk, vv, cq, ck, chunk, keys,
+                  causal=True, block_table=table, validate=False))  # fmt: skip
+            line += f" {name} {flops / row['t_ms'] / 1e9:.0f}"
+        print(line + " TFLOP/s", flush=True)
 
 
 def continuous_batch() -> None:
@@ -121,5 +154,6 @@ def decode_only() -> None:
 if __name__ == "__main__":
     print(environment(), flush=True)
     prefill()
+    chunked_prefill()
     continuous_batch()
     decode_only()

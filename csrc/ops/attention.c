@@ -252,6 +252,66 @@ static xopsaot_status run_tma(const attn_problem *p, const xopsaot_attention_opt
   return *launched ? xo_launch(&xk_attn_fwd_ws, &keys.T, &a, p->q->device, stream) : XOPSAOT_SUCCESS;
 }
 
+/* Paged prefill on Hopper: the pool's pages copied to packed rows (kv_gather) so that attn_fwd_ws, which loads keys by
+ * TMA from packed rows, takes the call, where attn_fwd reads pages at about 55% of its TFLOP/s (12 sequences of
+ * 100-8192 tokens, benchmarks/experiments/varlen_paged.py). The copy reads and writes the keys and values once more:
+ * per key, 8 x heads_k x headdim bytes of traffic against 4 x rows x headdim FLOPs that run faster (rows: queries x
+ * group, the query rows per key head), so it pays from a few hundred rows per key head on; decode steps keep reading
+ * the pool in place. Taken for flash_attn_varlen's paged form when the sequences average at least GATHER_MIN_ROWS
+ * query rows per key head, the caches are q's dtype with each token's heads contiguous, the call fits attn_fwd_ws,
+ * and the copy fits GATHER_MAX_BYTES (its rows are sized by batch x max_seqlen_k, as the host knows no more). */
+#define GATHER_MIN_ROWS 512
+#define GATHER_MAX_BYTES (1ull << 30)
+
+static int gathers(const attn_problem *p, const xopsaot_attention_options *o) {
+  if (!p->block_table || p->kvcache || p->k->dtype != p->q->dtype || p->k->strides[2] != p->head_dim ||
+      p->v->strides[2] != p->head_dim || p->q->shape[0] * (p->heads / p->heads_k) < GATHER_MIN_ROWS * p->batch)
+    return 0;
+  const uint64_t bytes = 2ull * (uint64_t)(p->batch * p->seqlen_k) * (uint64_t)(p->heads_k * p->head_dim) *
+                         (uint64_t)xo_dtype_size(p->k->dtype);
+  attn_problem packed = *p;
+  packed.block_table = NULL; /* what fits_tma_path sees once the keys are packed */
+  return bytes <= GATHER_MAX_BYTES && fits_tma_path(&packed, o);
+}
+
+/* Copy the pool's pages of k (or v) to packed rows at `packed` (kv_gather). */
+static xopsaot_status gather(const attn_problem *p, const xopsaot_tensor *pool, void *packed, void *stream) {
+  xk_kv_gather_args a = {
+      .Cache = pool->data, .Packed = packed, .CuSeqlensK = p->cu_k->data, .BlockTable = p->block_table->data,
+      .stride_p = pool->strides[0], .stride_s = pool->strides[1], .stride_btb = p->block_table->strides[0],
+      .row_width = (int32_t)(p->heads_k * p->head_dim), .page_size = (int32_t)p->page_size,
+      .n_pages = (int32_t)p->n_pages, .max_pages = (int32_t)p->max_pages,
+      .max_seqlen_k = (int32_t)p->seqlen_k, .batch = (int32_t)p->batch,
+  };
+  xk_kv_gather_keys keys = {pool->dtype};
+  return xo_launch(&xk_kv_gather, &keys.T, &a, p->q->device, stream);
+}
+
+/* gathers()'s calls: the keys and values packed into a stream-ordered workspace, then attn_fwd_ws on them. */
+static xopsaot_status run_gathered(const attn_problem *p, const xopsaot_attention_options *o, int32_t window_left,
+                                   int32_t window_right, int *launched, void *stream) {
+  const int64_t rows = p->batch * p->seqlen_k, shape[3] = {rows, p->heads_k, p->head_dim};
+  const uint64_t bytes = (uint64_t)(rows * p->heads_k * p->head_dim) * (uint64_t)xo_dtype_size(p->k->dtype);
+  xopsaot_tensor k, v;
+  xk_kv_gather_keys keys = {p->k->dtype};
+  xk_kv_gather_args probe = {.max_seqlen_k = (int32_t)p->seqlen_k, .batch = (int32_t)p->batch};
+  *launched = 0;
+  if (rows == 0 || !xo_can_launch(&xk_kv_gather, &keys.T, &probe, p->q->device)) return XOPSAOT_SUCCESS;
+  void *workspace = NULL;
+  XO_TRY(xo_workspace_alloc(p->q->device, stream, 2 * bytes, &workspace));
+  xopsaot_tensor_contiguous(&k, workspace, 3, shape, p->k->dtype, p->q->device);
+  xopsaot_tensor_contiguous(&v, (char *)workspace + bytes, 3, shape, p->k->dtype, p->q->device);
+  attn_problem packed = *p;
+  packed.k = &k, packed.v = &v, packed.block_table = NULL;
+  seq_strides(&k, 1, packed.k_strides), seq_strides(&v, 1, packed.v_strides);
+  xopsaot_status st = gather(p, p->k, k.data, stream);
+  if (!st) st = gather(p, p->v, v.data, stream);
+  if (!st) st = run_tma(&packed, o, window_left, window_right, launched, stream);
+  xo_workspace_free(p->q->device, stream, workspace);
+  /* not launched (no attn_fwd_ws variant took it): the general kernel then reads the pool, the copy wasted */
+  return st;
+}
+
 /* A cache as TMA sees it in attn_decode_tma: (pages x page_size, heads_k x head_dim) rows, a contiguous cache's
  * sequences as its pages; which holds when pages (sequences), positions and heads follow each other without gaps. */
 static int cache_rows(const attn_problem *p, const xopsaot_tensor *t, xo_tma_desc *d) {
@@ -361,6 +421,11 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
   if (splits == 1 && p->seqlen_k_new == 0 && fits_tma_path(p, o)) {
     int launched = 0;
     xopsaot_status st = run_tma(p, o, window_left, window_right, &launched, stream);
+    if (st || launched) return st;
+  }
+  if (splits == 1 && gathers(p, o)) {
+    int launched = 0;
+    xopsaot_status st = run_gathered(p, o, window_left, window_right, &launched, stream);
     if (st || launched) return st;
   }
   const float log2e = 1.4426950408889634f;

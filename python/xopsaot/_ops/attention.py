@@ -279,8 +279,10 @@ def flash_attn_varlen(
     (num_pages, page_size, heads_k, headdim), as flash_attn_with_kvcache's, flash-attn's paged varlen form: sequence
     b's keys are its first cu_seqlens_k[b + 1] - cu_seqlens_k[b] tokens through block_table[b] (so one launch serves
     a batch mixing prefill chunks and decode steps); the caches may then be float8_e4m3fn with per-tensor k_scale and
-    v_scale. validate=True copies cu_seqlens (and block_table) to the host to check them (skipped during CUDA graph
-    capture); validate=False trusts them, and the kernels never touch memory outside the caches either way."""
+    v_scale. On Hopper, prefill of 16-bit pools (512 query rows per key head a sequence or more on average) copies
+    the pages to packed rows of a workspace for the packed prefill kernel. validate=True copies cu_seqlens (and
+    block_table) to the host to check them (skipped during CUDA graph capture); validate=False trusts them, and the
+    kernels never touch memory outside the caches either way."""
     op = "flash_attn_varlen"
     names = ("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "alibi_slopes", "block_table")
     arrays = (q, k, v, cu_seqlens_q, cu_seqlens_k, alibi_slopes, block_table)
