@@ -968,7 +968,8 @@ def test_paged_varlen_runs_the_general_kernel_on_the_pool(fake_driver):
 def test_paged_varlen_prefill_copies_the_pages_for_the_hopper_kernel(fake_driver):
     """At 128 queries a sequence or more on average, Hopper copies each sequence's pages to packed rows of a
     stream-ordered workspace (kv_gather, for keys then values: rows sized by batch x max_seqlen_k, at cu_seqlens_k's
-    offsets) and runs attn_fwd_ws on them; the workspace is freed after the launch."""
+    offsets) and runs attn_fwd_ws on them; the workspace is freed after the launch. A copy past 1 GiB reads the pool in
+    place instead."""
     r = scenario(
         fake_driver,
         f"""
@@ -980,12 +981,17 @@ def test_paged_varlen_prefill_copies_the_pages_for_the_hopper_kernel(fake_driver
         table = tensor((3, 12), "int32", ptr={D} + 128)
         _library.call("xopsaot_flash_attn_varlen", (q, k_pool, v_pool, cu_q, cu_k, table, out, None, None), 300, 190,
                       options(0.125, causal=1), 0)
-        emit(launches=launches(), maps=tensor_maps(), allocs=fake.fake_cuda_alloc_count(),
-             frees=fake.fake_cuda_free_count())
+        copied = dict(launches=launches(), maps=tensor_maps(), allocs=fake.fake_cuda_alloc_count(),
+                      frees=fake.fake_cuda_free_count())
+        # a table of 2^22 pages a sequence (one row, broadcast): 3 x 2^26 rows of keys would take 192 GiB to copy
+        wide = tensor((3, 2**22), "int32", ptr={D} + 128, strides=(0, 1))
+        _library.call("xopsaot_flash_attn_varlen", (q, k_pool, v_pool, cu_q, cu_k, wide, out, None, None), 300, 2**26,
+                      options(0.125, causal=1), 0)
+        emit(**copied, too_big=[x["variant"]["kernel"] for x in launches()[len(copied["launches"]):]])
     """,
     )
     names = [x["variant"]["kernel"] for x in r["launches"]]
-    assert names == ["kv_gather", "kv_gather", "attn_fwd_ws"]
+    assert names == ["kv_gather", "kv_gather", "attn_fwd_ws"] and r["too_big"] == ["attn_fwd"]
     (entry,) = [k for k in _library.manifest()["kernels"] if k["name"] == "kv_gather"]
     k_copy, v_copy = (dict(zip([a["name"] for a in entry["args"]], decode(x["params"], "kv_gather"))) for x in
                       r["launches"][:2])  # fmt: skip

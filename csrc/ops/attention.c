@@ -267,11 +267,11 @@ static int gathers(const attn_problem *p, const xopsaot_attention_options *o) {
   if (!p->block_table || p->kvcache || p->k->dtype != p->q->dtype || p->k->strides[2] != p->head_dim ||
       p->v->strides[2] != p->head_dim || p->q->shape[0] * (p->heads / p->heads_k) < GATHER_MIN_ROWS * p->batch)
     return 0;
-  const uint64_t bytes = 2ull * (uint64_t)(p->batch * p->seqlen_k) * (uint64_t)(p->heads_k * p->head_dim) *
-                         (uint64_t)xo_dtype_size(p->k->dtype);
+  /* keys and values: batch x max_seqlen_k rows of heads_k x headdim each (divided, not multiplied: no overflow) */
+  const uint64_t row_bytes = 2ull * (uint64_t)(p->heads_k * p->head_dim) * (uint64_t)xo_dtype_size(p->k->dtype);
   attn_problem packed = *p;
   packed.block_table = NULL; /* what fits_tma_path sees once the keys are packed */
-  return bytes <= GATHER_MAX_BYTES && fits_tma_path(&packed, o);
+  return (uint64_t)(p->batch * p->seqlen_k) <= GATHER_MAX_BYTES / row_bytes && fits_tma_path(&packed, o);
 }
 
 /* Copy the pool's pages of k (or v) to packed rows at `packed` (kv_gather). */
