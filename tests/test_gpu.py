@@ -168,7 +168,7 @@ def test_every_compiled_variant_was_checked(request):
         pytest.skip("the op tests did not all run in this session")
     # tests/test_attention.py covers these and the alternates; test_norms.py and test_activations.py their kernels
     covered_elsewhere = {"attn_fwd", "attn_fwd_ws", "attn_fwd_ws_dense", "attn_decode_tma", "attn_combine"}
-    covered_elsewhere |= {"kv_append"}
+    covered_elsewhere |= {"kv_append", "kv_gather"}
     covered_elsewhere |= {"row_norm_kernel", "row_norm_held_kernel", "group_norm_kernel"}
     covered_elsewhere |= {"group_norm_stats_kernel", "group_norm_held_kernel", "group_norm_cluster_kernel"}
     covered_elsewhere |= {"activation_kernel", "gated_activation_kernel", "rotary_kernel", "lrpe_cosine_kernel"}
