@@ -532,6 +532,21 @@ xopsaot_status xopsaot_flash_attn(const xopsaot_tensor *q, const xopsaot_tensor 
   return run(&p, options, stream);
 }
 
+/* A paged cache's block_table (batch, max_pages) int32 against the batch (which `batch_of` names in the message),
+ * and the pool's page_size, n_pages and max_pages set from them, within the kernels' 32-bit page indices. */
+static xopsaot_status check_paged_cache(attn_problem *p, const xopsaot_tensor *block_table,
+                                        const xopsaot_tensor *cache, const char *batch_of) {
+  XO_TRY(check_int32(p, block_table, "block_table", 2));
+  if (block_table->shape[0] != p->batch)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: block_table has %lld rows but %s has batch %lld", p->op,
+                   (long long)block_table->shape[0], batch_of, (long long)p->batch);
+  p->page_size = cache->shape[1], p->n_pages = cache->shape[0], p->max_pages = block_table->shape[1];
+  if (p->page_size < 1 || p->n_pages > INT32_MAX || p->max_pages > INT32_MAX)
+    return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: the paged cache has %lld pages of %lld tokens", p->op,
+                   (long long)p->n_pages, (long long)p->page_size);
+  return XOPSAOT_SUCCESS;
+}
+
 xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_tensor *k, const xopsaot_tensor *v,
                                          const xopsaot_tensor *cu_seqlens_q, const xopsaot_tensor *cu_seqlens_k,
                                          const xopsaot_tensor *block_table, const xopsaot_tensor *out,
@@ -568,14 +583,7 @@ xopsaot_status xopsaot_flash_attn_varlen(const xopsaot_tensor *q, const xopsaot_
   p.heads = q->shape[1], p.heads_k = k->shape[k->ndim - 2], p.head_dim = q->shape[2];
   seq_strides(q, 1, p.q_strides), seq_strides(out, 1, p.o_strides);
   if (block_table) {
-    XO_TRY(check_int32(&p, block_table, "block_table", 2));
-    if (block_table->shape[0] != p.batch)
-      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: block_table has %lld rows but cu_seqlens_q has batch %lld",
-                     p.op, (long long)block_table->shape[0], (long long)p.batch);
-    p.page_size = k->shape[1], p.n_pages = k->shape[0], p.max_pages = block_table->shape[1];
-    if (p.page_size < 1 || p.n_pages > INT32_MAX || p.max_pages > INT32_MAX)
-      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: the paged cache has %lld pages of %lld tokens", p.op,
-                     (long long)p.n_pages, (long long)p.page_size);
+    XO_TRY(check_paged_cache(&p, block_table, k, "cu_seqlens_q"));
     if (max_seqlen_k > p.page_size * p.max_pages)
       return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT,
                      "%s: max_seqlen_k is %d but block_table holds %lld pages of %lld tokens a sequence", p.op,
@@ -609,14 +617,7 @@ xopsaot_status xopsaot_flash_attn_with_kvcache(const xopsaot_tensor *q, const xo
     return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: k_cache has headdim %lld but q has headdim %lld", p.op,
                    (long long)k_cache->shape[3], (long long)p.head_dim);
   if (block_table) {
-    XO_TRY(check_int32(&p, block_table, "block_table", 2));
-    if (block_table->shape[0] != p.batch)
-      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: block_table has %lld rows but q has batch %lld", p.op,
-                     (long long)block_table->shape[0], (long long)p.batch);
-    p.page_size = k_cache->shape[1], p.n_pages = k_cache->shape[0], p.max_pages = block_table->shape[1];
-    if (p.page_size < 1 || p.n_pages > INT32_MAX || p.max_pages > INT32_MAX)
-      return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "%s: the paged cache has %lld pages of %lld tokens", p.op,
-                     (long long)p.n_pages, (long long)p.page_size);
+    XO_TRY(check_paged_cache(&p, block_table, k_cache, "q"));
     p.seqlen_k = p.page_size * p.max_pages;
   } else {
     if (k_cache->shape[0] != p.batch)
