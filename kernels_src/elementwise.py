@@ -477,6 +477,20 @@ def strided_configs(target, keys) -> list[Config]:
     ]  # fmt: skip
 
 
+# The fixed ops' 16-bit binaries run at most 32 registers a thread, so that 16 programs of 4 warps fit on a
+# multiprocessor: division's took 34, which the allocator rounds to 40, leaving room for 12. On an H200 the wheel's
+# bf16 division read 3.97 TB/s at 16384 x 8192 against torch eager's 4.37, and a plain division kernel of 30
+# registers 4.33 (benchmarks/experiments/div_forms.py, h200-2026-11-28-experiments.md); on an H100 both read copy
+# speed. fp32 keeps its count: capped, it spills 24 bytes, and its programs hold twice the bytes in flight anyway.
+FIXED_OP_MAXNREG = 32
+
+
+def flat_configs(target, keys) -> list[Config]:
+    """elementwise_kernel's one config, with the register cap for the fixed ops' 16-bit binaries on NVIDIA targets."""
+    capped = keys["FIXED_OP"] != 0 and keys["T"] in ("fp16", "bf16") and target.backend == "cuda"
+    return [Config({"BLOCK": FLAT_BLOCK}, num_warps=4, maxnreg=FIXED_OP_MAXNREG if capped else None)]
+
+
 SCALARS = [f32("fa"), f32("fb"), i64("ia"), i64("ib"), f32("fs"), i64("is_")]
 FLAT_BLOCK = 1024  # elements per program of elementwise_kernel
 
@@ -498,7 +512,7 @@ KERNELS = [
         keys={"T": TYPES, "O": TYPES, "OPS": [1, 2, 3], "FIXED_OP": [0, *FIXED_OPS]},
         combos=flat_combos,
         grid=["cdiv(n, BLOCK)", "1", "1"],
-        configs=[Config({"BLOCK": FLAT_BLOCK}, num_warps=4)],
+        configs=flat_configs,
         aligned=ALIGNED_ONLY,
         exports={"BLOCK": FLAT_BLOCK},  # inner stays below 2**31 - BLOCK (int32 column arithmetic)
     ),
