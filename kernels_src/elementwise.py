@@ -477,6 +477,9 @@ def strided_configs(target, keys) -> list[Config]:
     ]  # fmt: skip
 
 
+SCALARS = [f32("fa"), f32("fb"), i64("ia"), i64("ib"), f32("fs"), i64("is_")]
+FLAT_BLOCK = 1024  # elements per program of elementwise_kernel
+
 # The fixed ops' 16-bit binaries run at most 32 registers a thread, so that 16 programs of 4 warps fit on a
 # multiprocessor: division's took 34, which the allocator rounds to 40, leaving room for 12. On an H200 the wheel's
 # bf16 division read 3.97 TB/s at 16384 x 8192 against torch eager's 4.37, and a plain division kernel of 30
@@ -490,9 +493,6 @@ def flat_configs(target, keys) -> list[Config]:
     capped = keys["FIXED_OP"] != 0 and keys["T"] in ("fp16", "bf16") and target.backend == "cuda"
     return [Config({"BLOCK": FLAT_BLOCK}, num_warps=4, maxnreg=FIXED_OP_MAXNREG if capped else None)]
 
-
-SCALARS = [f32("fa"), f32("fb"), i64("ia"), i64("ib"), f32("fs"), i64("is_")]
-FLAT_BLOCK = 1024  # elements per program of elementwise_kernel
 
 KERNELS = [
     Kernel(
