@@ -145,6 +145,12 @@ static xopsaot_status cuda_device_props(int device, xo_device_props *p) {
         "cuDeviceGetAttribute");
   CHECK(cu.device_get_name(p->name, (int)sizeof p->name, d), "cuDeviceGetName");
   p->arch = 10 * major + minor;
+  /* a tuning hint only: a driver that does not report the memory's clock or width leaves it unknown */
+  int clock_khz = 0, bus_bits = 0;
+  if (cu.device_get_attribute(&clock_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, d) != CUDA_SUCCESS ||
+      cu.device_get_attribute(&bus_bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, d) != CUDA_SUCCESS)
+    clock_khz = bus_bits = 0;
+  p->memory_gbps = clock_khz > 0 && bus_bits > 0 ? (int)(((int64_t)clock_khz * bus_bits + 2000000) / 4000000) : 0;
   return XOPSAOT_SUCCESS;
 }
 

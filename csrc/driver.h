@@ -9,6 +9,7 @@ typedef struct xo_device_props {
   int arch;        /* CUDA: 10 * major + minor */
   int sm_count;
   int smem_optin;  /* largest dynamic shared memory a block may opt into */
+  int memory_gbps; /* peak memory bandwidth in GB/s (bus width x memory clock, double data rate); 0: unknown */
   char name[128];
 } xo_device_props;
 

@@ -679,6 +679,18 @@ xopsaot_status xo_device_sm_count(int device, int *sm_count) {
   return st;
 }
 
+xopsaot_status xo_device_memory_gbps(int device, int *gbps) {
+  xo_device *d;
+  xopsaot_status st = get_device(device, &d);
+  if (!st) *gbps = d->props.memory_gbps;
+  return st;
+}
+
+xopsaot_status xopsaot_device_memory_gbps(int device, int *gbps) {
+  if (!gbps) return xo_fail(XOPSAOT_ERROR_INVALID_ARGUMENT, "gbps is NULL");
+  return xo_device_memory_gbps(device, gbps);
+}
+
 xopsaot_status xo_workspace_alloc(int device, void *stream, uint64_t bytes, void **ptr) {
   *ptr = NULL;
   xo_context_ref ref;

@@ -135,6 +135,8 @@ static inline int64_t xo_round_up(int64_t n, int64_t m) { return (n + m - 1) / m
 
 /* The multiprocessor count of `device`, for ops that size their work to the GPU. */
 xopsaot_status xo_device_sm_count(int device, int *sm_count) XO_INTERNAL;
+/* Its peak memory bandwidth in GB/s (0: the driver does not say), for rules that depend on how fast memory is. */
+xopsaot_status xo_device_memory_gbps(int device, int *gbps) XO_INTERNAL;
 /* Stream-ordered workspace (cuMemAllocAsync; capturable into graphs), freed after the launches that use it. */
 xopsaot_status xo_workspace_alloc(int device, void *stream, uint64_t bytes, void **ptr) XO_INTERNAL;
 void xo_workspace_free(int device, void *stream, void *ptr) XO_INTERNAL;

@@ -91,6 +91,9 @@ XOPSAOT_API xopsaot_status xopsaot_device_count(int *count);
 /* Compute capability (10 * major + minor); fails with NO_BINARY if no binary serves the device. */
 XOPSAOT_API xopsaot_status xopsaot_device_arch(int device, int *arch);
 XOPSAOT_API xopsaot_status xopsaot_device_name(int device, char *name, int size);
+/* Peak memory bandwidth in GB/s from the memory's clock and bus width (0 where the driver does not report them).
+ * Some dispatch rules depend on it (flash_attn_with_kvcache's decode kernel). */
+XOPSAOT_API xopsaot_status xopsaot_device_memory_gbps(int device, int *gbps);
 /* Wait for the work queued on `stream` (a stream of `device`). */
 XOPSAOT_API xopsaot_status xopsaot_stream_synchronize(int device, void *stream);
 /* Load every binary for `device` now (e.g. before CUDA graph capture). */

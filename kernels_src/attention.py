@@ -568,6 +568,13 @@ def kv_gather(
 TUNING = json.loads((Path(__file__).with_name("attention_tuning.json")).read_text())["targets"]
 
 
+# Memory at least this fast (peak GB/s, as the C op reads it from the driver and passes it as memory_gbps) wants more
+# bytes in flight than the H100 (3352 GB/s) the decode rules were first measured on: the H200 (4814) takes rules of its
+# own in csrc/ops/attention.c and a table bucket may hold only there ("fast_memory"). GPUs between the two, unmeasured,
+# keep the H100's.
+FAST_MEMORY_GBPS = 4500
+
+
 def cache_dtypes_match(keys) -> bool:
     """Keys and values are q's dtype, or an fp8 cache: flash_attn_with_kvcache only, which has no ALiBi, and
     without softcap (not compiled, to keep the build's time and size in bounds)."""
@@ -595,7 +602,8 @@ def attention_configs(target: Target, keys) -> list[Config]:
     predicate on rows = seqlen_q * group, and its own `when` if it has one (a C condition over the kernel's
     arguments and NUM_SMS), so the C dispatch takes the first bucket that holds for the call. Alternates, and
     buckets marked `plain`, are compiled for the plain variants only (16-bit keys, MODS off): what was measured.
-    A bucket's `fp8` flag, where given, restricts it to the fp8 caches' variants (true) or to the others (false)."""
+    A bucket's `fp8` flag, where given, restricts it to the fp8 caches' variants (true) or to the others (false);
+    `fast_memory` to GPUs whose memory reaches FAST_MEMORY_GBPS."""
     if not cache_dtypes_match(keys):
         return []
     configs = []
@@ -607,6 +615,7 @@ def attention_configs(target: Target, keys) -> list[Config]:
             continue
         conditions = [] if bucket["max_rows"] is None else [f"seqlen_q * group <= {int(bucket['max_rows'])}"]
         conditions += [f"({bucket['when']})"] if bucket.get("when") else []
+        conditions += [f"memory_gbps >= {FAST_MEMORY_GBPS}"] if bucket.get("fast_memory") else []
         extra = {"NATIVE_FP8": native_fp8(target, keys)}
         configs += bucket_configs(bucket, " && ".join(conditions), plain, extra)
     return configs
@@ -715,10 +724,11 @@ KERNELS = [
             "PAGED": [False, True],
             "MODS": [False, True],
         },
-        grid_args=[i32("batch"), i32("heads_k")],
+        grid_args=[i32("batch"), i32("heads_k"), i32("memory_gbps")],
         grid=["cdiv(seqlen_q * group, BLOCK_M)", "heads_k * num_splits", "batch"],
         configs=attention_configs,
         aligned=ALIGNED_ONLY,
+        exports={"FAST_MEMORY_GBPS": FAST_MEMORY_GBPS},
     ),
     Kernel(
         fn=attn_fwd_ws,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -53,16 +55,28 @@ def host64(x) -> np.ndarray:
 
 def unexercised(kernels, used: set) -> list:
     """Labels of the variants of `kernels` compiled for this GPU's arch (alternates aside: the autotune test runs
-    those) whose index is not in `used`, the indices the tests saw through _library.last_variant()."""
+    those; so are variants whose predicate asks for faster memory than this GPU's) whose index is not in `used`, the
+    indices the tests saw through _library.last_variant()."""
     torch = torch_or_skip()
+    import xopsaot
     from xopsaot import _library
 
     major, minor = torch.cuda.get_device_capability()
     served = {f"sm_{major}{minor}a", f"sm_{major}{minor}", f"sm_{major}0"}
     manifest = _library.manifest()
     arch = [a for a in manifest["archs"] if a in served][0]
+    memory_gbps = xopsaot.info()["devices"][torch.cuda.current_device()]["memory_gbps"]
+
+    def reachable(v) -> bool:
+        needed = re.search(r"memory_gbps >= (\d+)", v.get("when") or "")
+        return not needed or memory_gbps >= int(needed.group(1))
+
     return [
         (v["kernel"], v["dtypes"], v["keys"], v["constexprs"], v["aligned_args"])
         for v in manifest["variants"]
-        if v["arch"] == arch and v["kernel"] in kernels and v["alternate_of"] is None and v["index"] not in used
+        if v["arch"] == arch
+        and v["kernel"] in kernels
+        and v["alternate_of"] is None
+        and v["index"] not in used
+        and reachable(v)
     ]

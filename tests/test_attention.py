@@ -735,26 +735,36 @@ def test_unchecked_block_table_reads_only_the_cache(rng, page, programs):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("capacity", [2040, 8704])
 @pytest.mark.parametrize("batch", [10, 11])
-def test_decode_in_one_wave_of_slices(request, rng, batch):
-    """A decode step with fewer programs than multiprocessors, more than attn_decode_tma takes: on sm_90 the table's
-    ONE_WAVE config runs it split in as many slices as make one wave (SMs // (batch x 4 key heads): 3 on 132 SMs;
-    the launch-path tests check the choice), automatic and with that num_splits given, against float64; cache
-    lengths from one key to the whole cache (most slices of the short sequences are empty)."""
+def test_decode_in_one_wave_of_slices(request, rng, batch, capacity):
+    """A decode step with fewer programs than multiprocessors, more than attn_decode_tma takes on every GPU: on sm_90
+    the table's ONE_WAVE config runs it split in as many slices as make one wave (SMs // (batch x 4 key heads): 3 on
+    132 SMs; the launch-path tests check the choice), automatic and with that num_splits given, against float64; cache
+    lengths from one key to the whole cache (most slices of the short sequences are empty). Where memory is as fast
+    as an H200's (info()'s memory_gbps of 4500 or more), the cache of 8704 keys goes to attn_decode_tma instead, in
+    the same slices; the one of 2040 keys (under 2048) keeps attn_fwd there too."""
     import torch
 
     request.getfixturevalue("poison")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    h, hk, dim, capacity = 16, 4, 128, 8704
+    h, hk, dim = 16, 4, 128
     wave = sms // (batch * hk)
     lengths = rng.integers(1, capacity + 1, batch).astype(np.int32)
     lengths[:3] = [capacity - 5, 1, 300]
     caches = rounded_caches(rng, (batch, capacity, hk, dim), "bfloat16")
     kc, vc = (to_where(c, "bfloat16", "gpu") for c in caches)
     q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), "bfloat16", "gpu")
+    fast_memory = xopsaot.info()["devices"][torch.cuda.current_device()]["memory_gbps"] >= 4500
     for splits in (0, wave):
         out = xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu"), num_splits=splits)
-        note_variant("gpu")
+        host_sync()
+        step, combine = _library.recent_variants(2)[::-1]  # the step's kernel, then attn_combine
+        GPU_USED.update((step, combine))
+        kernels = [_library.manifest()["variants"][i]["kernel"] for i in (step, combine)]
+        if torch.cuda.get_device_capability() == (9, 0):
+            expected = "attn_decode_tma" if fast_memory and capacity >= 2048 else "attn_fwd"
+            assert kernels == [expected, "attn_combine"], kernels
         check_decode64(out, q, caches, lengths, "bfloat16", f"{splits} slices")
 
 

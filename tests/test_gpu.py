@@ -398,6 +398,21 @@ def test_attention_dtype_on_the_gpu(rng):
         xopsaot.flash_attn(*(cuda(rng, (1, 8, 2, 64), "float32") for _ in range(3)))
 
 
+def test_info_reports_the_memory_bandwidth():
+    """info()'s memory_gbps is the peak from the memory's clock and bus width (double data rate): H100 SXM 3352 GB/s,
+    H200 4814 (3201 MHz x 6016 bits). Checked against nvidia-smi's memory clock and torch's bus width where both
+    are there."""
+
+    for device in xopsaot.info()["devices"]:
+        gbps = device["memory_gbps"]
+        assert 1000 <= gbps <= 20000, device
+        bits = getattr(torch.cuda.get_device_properties(device["index"]), "memory_bus_width", 0)
+        query = ["nvidia-smi", "-i", str(device["index"]), "--query-gpu=clocks.max.memory", "--format=csv,noheader"]
+        mhz = subprocess.run(query, capture_output=True, text=True).stdout.split(" ")[0]
+        if bits and mhz.isdigit():
+            assert abs(gbps - int(mhz) * bits / 4000) <= 2, (gbps, mhz, bits)
+
+
 def test_all_devices(rng):
     for device in range(torch.cuda.device_count()):
         a = cuda(rng, (1000,), "float16").to(f"cuda:{device}")

@@ -1350,6 +1350,66 @@ def test_decode_of_few_programs_takes_tma(fake_driver):
 
 
 @needs_sm90
+def test_fast_memory_decode_rules(fake_driver):
+    """With the memory of an H200 (3201 MHz x 6016 bits: 4814 GB/s peak, which info() reports), a decode step from a
+    contiguous 16-bit cache of head dim 128 and at least 2048 keys whose slices make 90-100% of one wave goes to
+    attn_decode_tma (unsplit at 16 x 8 programs, 132 // 64 = 2 slices at 8 x 8); 12 x 8 programs, which fill under
+    90%, keep attn_fwd, as do head dim 64, shorter caches (the ONE_WAVE config) and softcap. Automatic slice counts
+    for attn_fwd allow three programs per multiprocessor for 16-bit caches of head dim 128 there, paged ones too: 17 x
+    8 programs in 2 slices, 12 x 8 in 4, and paged split steps take the table's fast_memory config (BLOCK_N 64 where
+    the H100's rules keep 128); two elsewhere (head dim 64: 2 slices at 12 x 8; prefill's 3 x 2 x 22 programs of 128
+    rows unsplit, on attn_fwd_ws_dense). An H100's memory (2619 MHz x 5120 bits: 3352 GB/s) or
+    memory the driver does not report keep the rules measured on an H100: attn_fwd's ONE_WAVE config at 16 x 8
+    programs, 17 x 8 unsplit, 12 x 8 in 2 slices. Per call: the first kernel, its grid, ONE_WAVE, launches."""
+    body = """
+        fake.fake_cuda_expect_params(0)
+        def step(batch, dim=128, keys=4096, softcap=0.0, page=0):
+            q = tensor((batch, 1, 32, dim), "bfloat16", 0x7f0000000000)
+            cache = tensor((batch * keys // (page or keys), page or keys, 8, dim), "bfloat16", 0x7f0000100000)
+            table = tensor((batch, keys // page), "int32", 0x7f0000800000) if page else None
+            lengths = tensor((batch,), "int32", 0x7f0000900000)
+            fake.fake_cuda_reset()
+            opts = _library.AttentionOptions(0.1, 0, -1, -1, softcap, 0)
+            _library.call("xopsaot_flash_attn_with_kvcache", (q, cache, cache, None, None, lengths, table, q, None),
+                          opts, 0)
+            first = launches()[0]
+            constexprs = first["variant"]["constexprs"]
+            return [first["kernel"], first["grid"], constexprs.get("ONE_WAVE", False), len(launches())] + (
+                [constexprs["BLOCK_N"]] if page else [])
+        def prefill():
+            q = tensor((3, 1400, 4, 128), "bfloat16", 0x7f0000000000)
+            k = tensor((3, 8192, 2, 128), "bfloat16", 0x7f0000100000)
+            fake.fake_cuda_reset()
+            _library.call("xopsaot_flash_attn", (q, k, k, q, None, None), options(0.1, splits=0), 0)
+            return [l["kernel"] for l in launches()]
+        emit(gbps=xopsaot.info()["devices"][0]["memory_gbps"], b16=step(16), b8=step(8), b12=step(12),
+             b17=step(17), b12_dim64=step(12, dim=64), dim64=step(16, dim=64), short=step(16, keys=1024),
+             softcap=step(16, softcap=30.0), b17_paged=step(17, page=16), b12_paged=step(12, page=8),
+             prefill=prefill())
+    """
+    tma, fwd, one_wave = "attn_decode_tma", "attn_fwd", ["attn_fwd", [1, 8, 16], True, 1]
+    h200 = scenario(fake_driver, body, FAKE_CUDA_MEMORY="3201000:6016")
+    assert h200["gbps"] == 4814
+    assert h200["b16"] == [tma, [8, 16, 1], False, 1]
+    assert h200["b8"] == [tma, [8 * 2, 8, 1], False, 2]  # then attn_combine
+    assert h200["short"] == one_wave
+    assert h200["b17"] == [fwd, [1, 8 * 2, 17], False, 2] and h200["b12"] == [fwd, [1, 8 * 4, 12], False, 2]
+    assert h200["b12_dim64"] == [fwd, [1, 8 * 2, 12], False, 2]
+    assert h200["dim64"][0] == h200["softcap"][0] == fwd
+    assert h200["b17_paged"] == [fwd, [1, 8 * 2, 17], False, 2, 64]
+    assert h200["b12_paged"] == [fwd, [1, 8 * 4, 12], False, 2, 64]  # pages of 8: not attn_decode_tma's
+    assert h200["prefill"] == ["attn_fwd_ws_dense"]
+    for memory, gbps in (("2619000:5120", 3352), (None, 0)):
+        other = scenario(fake_driver, body, **({"FAKE_CUDA_MEMORY": memory} if memory else {}))
+        assert other["gbps"] == gbps
+        assert other["b16"] == other["short"] == one_wave, memory
+        assert other["b17"] == [fwd, [1, 8, 17], False, 1] and other["b12"] == [fwd, [1, 8 * 2, 12], False, 2]
+        assert other["b8"][0] == fwd, memory
+        assert other["b17_paged"] == [fwd, [1, 8, 17], False, 1, 128]
+        assert other["b12_paged"] == [fwd, [1, 8 * 2, 12], False, 2, 128], memory
+
+
+@needs_sm90
 def test_decode_tma_tile_by_rows(fake_driver):
     """attn_decode_tma's tile by the rows per key head (seqlen_q x group): at most 16 take the transposed products
     (ROWS=16: keys on wgmma's M, rows on its N), more the 64-row tile; 16-bit and fp8 caches alike."""

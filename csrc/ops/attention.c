@@ -142,6 +142,14 @@ static int bounded_splits(const attn_problem *p, int64_t splits) {
   return splits < 1 ? 1 : (int)splits;
 }
 
+/* A decode step (at most 16 query rows per key head, the table's decode tiles) from a 16-bit cache of head dim 128 on
+ * memory as fast as an H200's: where the H200's rules below differ from the H100's. */
+#define FAST_MEMORY_GBPS XK_ATTN_FWD_FAST_MEMORY_GBPS /* between the H100's 3352 GB/s peak and the H200's 4814 */
+static int fast_memory_decode(const attn_problem *p, int memory_gbps) {
+  return memory_gbps >= FAST_MEMORY_GBPS && p->kvcache && p->k->dtype != XOPSAOT_FLOAT8_E4M3 && p->head_dim == 128 &&
+         p->seqlen_q * (p->heads / p->heads_k) <= 16;
+}
+
 /* Split-KV slices: only when batch x heads_k x query blocks leaves the GPU's multiprocessors idle, as many
  * slices as keep the programs within two per multiprocessor (rounding down: a sweep on the H100 found the best
  * count at or just under 2 x SMs programs, e.g. 2 slices, not 3, for 128 programs), each with at least 256 keys.
@@ -149,9 +157,22 @@ static int bounded_splits(const attn_problem *p, int64_t splits) {
  * program, takes four per multiprocessor: on an H100 5-25% faster at batch 1-32 for a contiguous cache
  * (benchmarks/experiments/fp8_splits.py), 7-37% for a paged one (benchmarks/experiments/fp8_paged.py; head dim
  * 128 on the table's fp8 config for it). Head dim 256, whose configs run four warps, read 5-10% slower so and keeps
- * two (stop 30 in h100-2026-11-26-experiments.md). */
-static int choose_splits(const attn_problem *p, int sm_count) {
-  const int64_t per_sm = p->k->dtype == XOPSAOT_FLOAT8_E4M3 && block_d_for(p->head_dim) <= 128 ? 4 : 2;
+ * two (stop 30 in h100-2026-11-26-experiments.md).
+ *
+ * Memory as fast as an H200's wants more bytes in flight: a 16-bit cache of head dim 128 takes three per
+ * multiprocessor there, which splits batches of one to one and a half waves in two. On an H200 (GQA 32:8, bf16, TB/s
+ * in CUDA graphs, benchmarks/split_sweep.py, stop 50), 2 -> 3 per SM: 17 x 4k 3.06 -> 3.75 (1 -> 2 slices), 20 x 4k
+ * 3.51 -> 3.97, 24 x 4k 3.99 -> 4.13, 24 x 8k 4.09 -> 4.38, 12 x 8k 3.86 -> 4.13 (2 -> 4 slices); 10 x 8k 4.08 ->
+ * 4.03 (3 -> 4), 6 x 32k 4.34 -> 4.28 (5 -> 8); 28 x 4k, 33 x 4k and 48 x 4k, unsplit either way, were best so.
+ * Paged caches lost 7-12% so on their split config ([16, 128, 4, 2]: 17 x 4k, pages of 16, 2.99 -> 2.79; 24 x 8k
+ * 4.01 -> 3.66) and gained on its alternate [16, 64, 2, 3], which the table's fast_memory bucket gives their split
+ * steps there (XOPSAOT_AUTOTUNE's pick in benchmarks/experiments/decode_waves.py, stop 50; pages of 16 / 128): 17 x 4k
+ * 3.00 / 3.05 -> 3.25 / 3.33, 20 x 4k 3.38 / 3.44 -> 3.63 / 3.68, 24 x 8k 3.97 / 4.03 -> 4.12 / 4.19, 18 x 16k 3.29 /
+ * 3.34 -> 3.82 / 3.90. Other caches, and prefill, keep two: no sweep measured them. */
+static int choose_splits(const attn_problem *p, int sm_count, int memory_gbps) {
+  const int64_t per_sm = p->k->dtype == XOPSAOT_FLOAT8_E4M3 && block_d_for(p->head_dim) <= 128 ? 4
+                         : fast_memory_decode(p, memory_gbps)                                   ? 3
+                                                                                                : 2;
   const int64_t programs = programs_per_slice(p);
   if (2 * programs >= per_sm * sm_count || programs == 0) return 1;
   return bounded_splits(p, per_sm * sm_count / programs);
@@ -339,13 +360,26 @@ static int few_programs(const attn_problem *p, int sm_count) { return 4 * progra
  * - 16-bit pages shuffled through the pool, pages of 16 / 128: 16 x 4k 2.80 / 2.86-2.89 -> 2.89-2.91 / 2.94-2.95
  *   (contiguous 3.02), 8 x 8k 2.76 / 2.76-2.78 -> 2.82-2.83 / 2.87-2.88; 1 x 32k, which took this kernel already, 2.53
  *   / 2.66-2.69 -> 2.66-2.69 / 2.69 with the pool order. Past one wave attn_fwd kept the lead (64 x 8k 3.03 against
- *   2.97-2.99), and with fewer than 8 blocks to sort (1 x 8k, 2 x 4k) the order lost 6-10% (stop 39). */
+ *   2.97-2.99), and with fewer than 8 blocks to sort (1 x 8k, 2 x 4k) the order lost 6-10% (stop 39).
+ *
+ * With memory as fast as an H200's (FAST_MEMORY_GBPS), it also takes a contiguous 16-bit cache of head dim 128 where
+ * its slices make 90-100% of one wave, as attn_fwd's ONE_WAVE config does: that config reads at copy speed on an H100
+ * but not there. On an H200 (GQA 32:8, bf16, TB/s in CUDA graphs, benchmarks/experiments/decode_waves.py, two rounds,
+ * stop 50): 16 x 4k 4.05-4.08 -> 4.18-4.21, 16 x 8k 4.21-4.23 -> 4.35-4.37, 8 x 16k 4.10-4.11 -> 4.24-4.25 (2
+ * slices), 5 x 16k 3.85 -> 3.95 (3), 16 x 2k 3.79-3.80 -> 3.93-3.94; SDPA 4.23-4.24, 4.38-4.39, 4.24, 3.94-4.01,
+ * 3.92. Where the wave is not full attn_fwd's split led (12 x 8k, 96 programs: 3.81 against 3.63-3.64 unsplit), and
+ * past one wave too (32 x 4k 4.31-4.33 against 4.28, 64 x 8k 4.44 against 4.39). GPUs between the H100 and the
+ * H200, unmeasured, keep the H100's rule. */
 #define POOL_ORDER_MIN_KEYS 2048 /* caches shorter than this give the loader too few blocks to sort (SORT_MIN_BLOCKS) */
-static int decode_tma_programs(const attn_problem *p, int sm_count) {
+static int decode_tma_programs(const attn_problem *p, int sm_count, int memory_gbps) {
   const int fp8 = p->k->dtype == XOPSAOT_FLOAT8_E4M3;
-  const int pool_order = p->block_table && !fp8 && p->head_dim == 128 && 128 % p->page_size == 0 &&
-                         p->seqlen_k >= POOL_ORDER_MIN_KEYS && programs_per_slice(p) <= sm_count;
-  return few_programs(p, sm_count) || (fp8 && (p->head_dim == 128 || p->block_table)) || pool_order;
+  const int one_wave_of_long_rows = !fp8 && p->head_dim == 128 && p->seqlen_k >= POOL_ORDER_MIN_KEYS &&
+                                    programs_per_slice(p) <= sm_count;
+  const int pool_order = one_wave_of_long_rows && p->block_table && 128 % p->page_size == 0;
+  const int fast_contiguous = one_wave_of_long_rows && !p->block_table && fast_memory_decode(p, memory_gbps) &&
+                              10 * programs_per_slice(p) * one_wave_splits(p, sm_count) >= 9 * (int64_t)sm_count;
+  return few_programs(p, sm_count) || (fp8 && (p->head_dim == 128 || p->block_table)) || pool_order ||
+         fast_contiguous;
 }
 
 /* Hopper's decode from a 16-bit or fp8 KV cache (attn_decode_tma): flash_attn_with_kvcache's call of programs it
@@ -354,8 +388,8 @@ static int decode_tma_programs(const attn_problem *p, int sm_count) {
  * (all but the partials' pointers) and says whether it serves the call. */
 static int decode_tma(const attn_problem *p, const xopsaot_attention_options *o, const xk_attn_decode_tma_keys *keys,
                       float k_scale, float v_scale, int32_t window_left, int32_t window_right, int64_t token_rows,
-                      int sm_count, xk_attn_decode_tma_args *d) {
-  if (!p->kvcache || p->alibi || o->softcap > 0 || !decode_tma_programs(p, sm_count) ||
+                      int sm_count, int memory_gbps, xk_attn_decode_tma_args *d) {
+  if (!p->kvcache || p->alibi || o->softcap > 0 || !decode_tma_programs(p, sm_count, memory_gbps) ||
       (p->head_dim != 64 && p->head_dim != 128) || (p->block_table && p->page_size % 16) ||
       p->seqlen_q * (p->heads / p->heads_k) > 64)
     return 0;
@@ -407,11 +441,12 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
 
   const int32_t block_d = block_d_for(p->head_dim);
   const int softcap = o->softcap > 0;
-  int splits = o->num_splits, sm_count = 0;
-  if (splits == 0) {
+  int splits = o->num_splits, sm_count = 0, memory_gbps = 0;
+  if (splits == 0 || p->kvcache) {
     XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
-    splits = choose_splits(p, sm_count);
+    XO_TRY(xo_device_memory_gbps(p->q->device, &memory_gbps));
   }
+  if (splits == 0) splits = choose_splits(p, sm_count, memory_gbps);
   const int64_t token_rows = (p->varlen ? p->q->shape[0] : p->batch * p->seqlen_q) * p->heads;
   if (token_rows == 0) return XOPSAOT_SUCCESS;
   int32_t window_left = o->window_left < 0 ? UNLIMITED_WINDOW : o->window_left;
@@ -459,15 +494,14 @@ static xopsaot_status run(attn_problem *p, const xopsaot_attention_options *o, v
                   (fp8 ? k_scale * fp8_unit : 1.0f),
       .softcap_log2e = softcap ? o->softcap * log2e : 0.0f,
       .v_scale = fp8 ? v_scale * fp8_unit : 1.0f,
-      .batch = (int32_t)p->batch, .heads_k = (int32_t)p->heads_k,
+      .batch = (int32_t)p->batch, .heads_k = (int32_t)p->heads_k, .memory_gbps = memory_gbps,
   };
   /* softcap and ALiBi are run-time switches of the MODS variants; plain calls take the variants without them */
   xk_attn_fwd_keys keys = {p->q->dtype, p->k->dtype, block_d, paged, softcap || p->alibi != NULL};
   xk_attn_decode_tma_keys dkeys = {p->q->dtype, p->k->dtype, block_d};
   xk_attn_decode_tma_args d;
-  if (p->kvcache && sm_count == 0) XO_TRY(xo_device_sm_count(p->q->device, &sm_count));
-  const int tma_decode =
-      decode_tma(p, o, &dkeys, k_scale, v_scale, window_left, window_right, token_rows, sm_count, &d);
+  const int tma_decode = decode_tma(p, o, &dkeys, k_scale, v_scale, window_left, window_right, token_rows,
+                                    sm_count, memory_gbps, &d);
   if (tma_decode) {
     /* its programs run one to a multiprocessor (their rings fill its shared memory): as many slices as make one
      * wave */

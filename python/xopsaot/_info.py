@@ -47,6 +47,7 @@ def info() -> dict[str, Any]:
                 "index": index,
                 "name": _library.device_name(index),
                 "arch": f"sm_{arch}",
+                "memory_gbps": _library.device_memory_gbps(index),
                 "supported": problem is None,
                 "reason": problem,
             }

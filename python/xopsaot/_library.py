@@ -171,6 +171,7 @@ SIGNATURES = {
     "xopsaot_device_count": [ctypes.POINTER(ctypes.c_int)],
     "xopsaot_device_arch": [ctypes.c_int, ctypes.POINTER(ctypes.c_int)],
     "xopsaot_device_name": [ctypes.c_int, ctypes.c_char_p, ctypes.c_int],
+    "xopsaot_device_memory_gbps": [ctypes.c_int, ctypes.POINTER(ctypes.c_int)],
     "xopsaot_preload": [ctypes.c_int],
     "xopsaot_stream_synchronize": [ctypes.c_int, ctypes.c_void_p],
     "xopsaot_variant_binary": [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint64)],
@@ -282,6 +283,14 @@ def device_name(device: int) -> str:
     buffer = ctypes.create_string_buffer(256)
     raise_for(lib.xopsaot_device_name(device, buffer, len(buffer)), lib)
     return buffer.value.decode(errors="replace")
+
+
+def device_memory_gbps(device: int) -> int:
+    """Peak memory bandwidth in GB/s as the driver reports the memory (0: it does not)."""
+    lib = library()
+    gbps = ctypes.c_int(0)
+    raise_for(lib.xopsaot_device_memory_gbps(device, ctypes.byref(gbps)), lib)
+    return gbps.value
 
 
 def variant_binary(index: int) -> bytes:

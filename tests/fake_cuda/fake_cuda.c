@@ -6,7 +6,8 @@
  * and records every launch (grid, block, shared memory, stream, the first bytes of each parameter).
  *
  * Configuration (environment): FAKE_CUDA_DEVICES="90,86" compute capabilities (default "90");
- * FAKE_CUDA_SMEM_OPTIN (default 232448); FAKE_CUDA_INIT_ERROR (a CUresult for cuInit);
+ * FAKE_CUDA_SMEM_OPTIN (default 232448); FAKE_CUDA_MEMORY="<clock kHz>:<bus bits>" the memory's clock and width
+ * (default unreported: 0); FAKE_CUDA_INIT_ERROR (a CUresult for cuInit);
  * FAKE_CUDA_FAIL=<entry point name> makes that entry point fail with CUDA_ERROR_INVALID_IMAGE (200), or
  * cuTensorMapEncodeTiled with CUDA_ERROR_INVALID_VALUE; FAKE_CUDA_DRIVER_VERSION (default 13000).
  * Events read a fake clock that each launch advances by its module's cost (1 ms unless fake_cuda_set_cost). */
@@ -64,6 +65,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int n_devices;
 static int archs[MAX_DEVICES];
 static int smem_optin = 232448;
+static int memory_khz, memory_bits; /* FAKE_CUDA_MEMORY; 0: unreported */
 static fake_ctx primaries[MAX_DEVICES];
 static unsigned long long next_ctx_id = 100;
 static fake_launch launches[MAX_LAUNCHES];
@@ -88,6 +90,8 @@ CUresult cuInit(unsigned flags) {
   if (!spec) spec = "90";
   const char *o = getenv("FAKE_CUDA_SMEM_OPTIN");
   if (o) smem_optin = atoi(o);
+  const char *m = getenv("FAKE_CUDA_MEMORY");
+  if (m && strchr(m, ':')) memory_khz = atoi(m), memory_bits = atoi(strchr(m, ':') + 1);
   n_devices = 0;
   while (*spec && n_devices < MAX_DEVICES) {
     archs[n_devices] = atoi(spec);
@@ -136,6 +140,8 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
     case 76: *value = archs[device] % 10; break; /* minor */
     case 16: *value = 132; break;                /* multiprocessors */
     case 97: *value = smem_optin; break;         /* max shared memory per block, opt-in */
+    case 36: *value = memory_khz; break;         /* memory clock */
+    case 37: *value = memory_bits; break;        /* memory bus width */
     default: *value = 0;
   }
   return OK;
