@@ -1,8 +1,8 @@
 """Decode throughput against the split-KV slice count (num_splits), bf16, GQA 32:8, head dim 128, in CUDA graphs:
 the sweep behind choose_splits in csrc/ops/attention.c. Prints one line per shape: TB/s of KV read for the
-automatic choice and for each forced count.
+automatic choice and for each forced count. Shapes BATCHxCONTEXT (default: SHAPES).
 
-    python benchmarks/split_sweep.py
+    python benchmarks/split_sweep.py [BATCHxCONTEXT ...]
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ SPLITS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96, 128)
 
 
 def main() -> None:
-    for batch, context in SHAPES:
+    shapes = [tuple(map(int, arg.split("x"))) for arg in sys.argv[1:]] or SHAPES
+    for batch, context in shapes:
         q = torch.randn(batch, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
         kc, vc = (torch.randn(batch, context, 8, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")

@@ -2,9 +2,10 @@
 wheel: TB/s of KV read in CUDA graphs for the contiguous cache, paged caches of 16 and 128 (shuffled tables), the
 contiguous cache in float8_e4m3fn (TB/s of its own, half as many, bytes) and SDPA (enable_gqa), GQA 32:8, head dim
 128, bf16. Compares builds whose ONE_WAVE buckets serve unsplit steps only
-with builds that also serve split ones (as many slices as make one wave). One line per shape.
+with builds that also serve split ones (as many slices as make one wave). One line per shape; shapes
+BATCHxCONTEXT (default: SHAPES).
 
-    python3 benchmarks/experiments/decode_waves.py LABEL
+    python3 benchmarks/experiments/decode_waves.py LABEL [BATCHxCONTEXT ...]
 """
 
 import sys
@@ -22,7 +23,8 @@ SHAPES = ((1, 32768), (1, 8192), (2, 4096), (2, 16384), (4, 8192), (4, 2048), (8
 def main() -> None:
     label = sys.argv[1] if len(sys.argv) > 1 else "build"
     warm_up_gpu(1.0)
-    for batch, context in SHAPES:
+    shapes = [tuple(map(int, arg.split("x"))) for arg in sys.argv[2:]] or SHAPES
+    for batch, context in shapes:
         q, kc, vc, lengths, nbytes = decode_step(batch, context)
         cells = [f"sdpa {nbytes / graph_ms(lambda: sdpa(q, kc, vc, False)) / 1e9:.2f}"]
         for name, (k, v, table) in cache_layouts(kc, vc).items():
