@@ -88,6 +88,9 @@ def paged_view(cache: torch.Tensor, page: int, table: torch.Tensor | None = None
 
 
 DECODE_SHAPES = ((64, 8192), (16, 4096), (1, 32768))  # (batch, context)
+# Batches between the waves (8 key heads: 96-192 programs on 132 multiprocessors), where split counts and kernel
+# choice matter most and the three shapes above say nothing
+BETWEEN_WAVES = ((12, 8192), (17, 4096), (20, 4096), (24, 8192), (18, 16384))
 
 
 def decode_step(batch: int, context: int, heads: int = 32, heads_k: int = 8, dim: int = 128, queries: int = 1):
@@ -148,6 +151,24 @@ def decode(quick: bool) -> list[dict]:
               f"{row['paged16_graph_tbps']:.2f}, paged128 {row['paged128_graph_tbps']:.2f}, "
               f"sdpa gqa {row['sdpa_gqa_graph_tbps']:.2f}, fp8 cache {row['fp8_graph_tbps']:.2f} "
               f"({row['xopsaot_graph_ms'] / row['fp8_graph_ms']:.2f}x faster)")  # fmt: skip
+    return rows
+
+
+def decode_between_waves(quick: bool) -> list[dict]:
+    """BETWEEN_WAVES in CUDA graphs: TB/s of the contiguous and paged caches (automatic slices) and SDPA."""
+    rows = []
+    for batch, context in BETWEEN_WAVES[:2] if quick else BETWEEN_WAVES:
+        q, kc, vc, lengths, kv_bytes = decode_step(batch, context)
+        row = {
+            "batch": batch,
+            "context": context,
+            "sdpa_gqa_graph_tbps": kv_bytes / graph_ms(lambda: sdpa(q, kc, vc, False)) / 1e9,
+        }
+        for name, (k, v, table) in cache_layouts(kc, vc).items():
+            row[f"{name}_graph_tbps"] = kvcache_tbps(q, k, v, lengths, kv_bytes, table)
+        rows.append(row)
+        speeds = ", ".join(f"{k.removesuffix('_graph_tbps')} {v:.2f}" for k, v in row.items() if k.endswith("_tbps"))
+        print(f"decode b{batch} ctx{context} (graphs): {speeds}")
     return rows
 
 
@@ -228,6 +249,20 @@ def markdown(r: dict) -> str:
                 f"{x['paged128' + suffix]:.2f} | {peer:.2f} | {ours / peer:.2f}x | {x['paged16' + suffix] / ours:.2f} "
                 f"| {fp8:.2f} | {2 * fp8 / ours:.2f}x |"
             )
+    if r.get("decode_between_waves"):
+        lines += [
+            "",
+            "### Decode at batches between the waves (96-192 programs of 8 key heads; CUDA graphs, TB/s)",
+            "",
+            "| batch | context | xopsaot | paged 16 | paged 128 | SDPA gqa | vs SDPA | paged 16 / 128 vs SDPA |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for x in r["decode_between_waves"]:
+            ours, p16, p128, peer = (x[f"{k}_graph_tbps"] for k in ("contiguous", "paged16", "paged128", "sdpa_gqa"))
+            lines.append(
+                f"| {x['batch']} | {x['context']} | {ours:.2f} | {p16:.2f} | {p128:.2f} | {peer:.2f} "
+                f"| {ours / peer:.2f}x | {p16 / peer:.2f}x / {p128 / peer:.2f}x |"
+            )
     lines += ["", "## Varlen (12 sequences of 100 to 8192 tokens, 16 heads, head dim 128)", ""]
     lines += ["Timed as prefill is (sustained load), SM clock in MHz.", ""]
     lines += ["| causal | varlen TFLOP/s (real tokens) | padded dense TFLOP/s | ratio | clock: varlen / dense |",
@@ -281,6 +316,7 @@ def main() -> None:
     warm_up_gpu()
     results = {"environment": environment(), "copy_tbps": copy_bandwidth()}
     results["decode"] = decode(args.quick)
+    results["decode_between_waves"] = decode_between_waves(args.quick)
     results["prefill"] = prefill(args.quick)
     results["varlen"] = varlen()
     stem = results_stem(results["environment"], "attention-family")
