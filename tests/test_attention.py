@@ -742,8 +742,8 @@ def test_decode_in_one_wave_of_slices(request, rng, batch, capacity):
     the table's ONE_WAVE config runs it split in as many slices as make one wave (SMs // (batch x 4 key heads): 3 on
     132 SMs; the launch-path tests check the choice), automatic and with that num_splits given, against float64; cache
     lengths from one key to the whole cache (most slices of the short sequences are empty). Where memory is as fast
-    as an H200's (info()'s memory_gbps of 4500 or more), the cache of 8704 keys goes to attn_decode_tma instead, in
-    the same slices; the one of 2040 keys (under 2048) keeps attn_fwd there too."""
+    as an H200's (info()'s memory_gbps at least attn_fwd's FAST_MEMORY_GBPS), the cache of 8704 keys goes to
+    attn_decode_tma instead, in the same slices; the one of 2040 keys (under 2048) keeps attn_fwd there too."""
     import torch
 
     request.getfixturevalue("poison")
@@ -755,7 +755,10 @@ def test_decode_in_one_wave_of_slices(request, rng, batch, capacity):
     caches = rounded_caches(rng, (batch, capacity, hk, dim), "bfloat16")
     kc, vc = (to_where(c, "bfloat16", "gpu") for c in caches)
     q = to_where(rng.standard_normal((batch, 1, h, dim)).astype(np.float32), "bfloat16", "gpu")
-    fast_memory = xopsaot.info()["devices"][torch.cuda.current_device()]["memory_gbps"] >= 4500
+    (fwd,) = [k for k in _library.manifest()["kernels"] if k["name"] == "attn_fwd"]
+    fast_memory = (
+        xopsaot.info()["devices"][torch.cuda.current_device()]["memory_gbps"] >= fwd["exports"]["FAST_MEMORY_GBPS"]
+    )
     for splits in (0, wave):
         out = xopsaot.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=ints(lengths, "gpu"), num_splits=splits)
         host_sync()
